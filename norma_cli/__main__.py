@@ -1,0 +1,3 @@
+from norma_cli.cli import main
+
+main()

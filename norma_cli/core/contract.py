@@ -1,0 +1,254 @@
+"""The tool contract: what a tool is, what a call is, and what comes back.
+
+Everything here is a small typed object; the pipeline passes these between layers instead of
+loose dicts. Metadata left unset fails closed: a tool is mutating, exclusive and
+approval-required unless it says otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from norma_cli.core.output import SpillInfo
+
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+Behavior = Literal["allow", "deny", "ask"]
+
+
+@dataclass(frozen=True)
+class RuleRef:
+    """Which rule decided, and where that rule came from (file:line, CLI flag, plugin)."""
+
+    text: str
+    source: str
+
+
+@dataclass
+class Decision:
+    """A permission verdict with the party that reached it.
+
+    ``stage`` names the deciding party: ``rule``, ``mode``, ``tool``, ``read_only``, ``hook``,
+    ``plugin``, ``ask``, ``default`` ... ``updated_input`` carries a rewrite (allow only).
+    """
+
+    behavior: Behavior
+    stage: str
+    reason: str = ""
+    rule: RuleRef | None = None
+    updated_input: dict[str, Any] | None = None
+    subcommands: list[dict[str, Any]] = field(default_factory=list)
+    pending_id: str | None = None  # an ask left waiting in the approval queue
+
+    @classmethod
+    def allow(cls, stage: str = "tool", reason: str = "", **kw: Any) -> Decision:
+        return cls("allow", stage, reason, **kw)
+
+    @classmethod
+    def deny(cls, stage: str = "tool", reason: str = "", **kw: Any) -> Decision:
+        return cls("deny", stage, reason, **kw)
+
+    @classmethod
+    def ask(cls, stage: str = "tool", reason: str = "", **kw: Any) -> Decision:
+        return cls("ask", stage, reason, **kw)
+
+
+@dataclass
+class ContentBlock:
+    """One block of a tool result: ``text``, ``json`` or ``image`` (base64 data + media type)."""
+
+    type: Literal["text", "json", "image"]
+    text: str = ""
+    data: Any = None
+    media_type: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        if self.type == "text":
+            return {"type": "text", "text": self.text}
+        if self.type == "json":
+            return {"type": "json", "json": self.data}
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": self.media_type, "data": self.data},
+        }
+
+
+@dataclass
+class ToolOutput:
+    """What a tool's ``call`` returns. ``metadata`` is for norma (capped flag, engine, ...)."""
+
+    content: list[ContentBlock]
+    is_error: bool = False
+    extra_messages: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def text(cls, text: str, *, is_error: bool = False, **metadata: Any) -> ToolOutput:
+        return cls([ContentBlock("text", text=text)], is_error=is_error, metadata=dict(metadata))
+
+    @classmethod
+    def error(cls, text: str, **metadata: Any) -> ToolOutput:
+        return cls.text(text, is_error=True, **metadata)
+
+    def joined_text(self) -> str:
+        return "".join(b.text for b in self.content if b.type == "text")
+
+
+@dataclass
+class CallContext:
+    """Per-call facts a tool or a rule may consult. Built by the runtime, never by a model."""
+
+    session_id: str
+    cwd: Path
+    roots: tuple[Path, ...]
+    mode: str = "default"
+    agent: str | None = None
+    tool_use_id: str = ""
+    session: Any = None  # the runtime Session (background tasks, unlock set, spill dir, ...)
+
+    def inside_roots(self, path: Path) -> bool:
+        return any(path == r or path.is_relative_to(r) for r in self.roots)
+
+
+class Tool:
+    """Base class for tools. Subclasses set the class attributes and implement ``call``.
+
+    ``call`` may be a plain method or ``async def``; the executor accepts both.
+    """
+
+    name: str = ""
+    description: str = ""
+    prompt: str = ""
+    input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+    # Fail-closed defaults: unset metadata means mutating, exclusive, approval-required.
+    read_only: bool = False
+    concurrency_safe: bool = False
+    requires_approval: bool = True
+    raw_input: bool = False
+    destructive: bool = False
+    # A file tool edits files (acceptEdits applies) when True.
+    edits_files: bool = False
+    # Seconds the executor waits for ``call`` (None: the tool bounds itself).
+    timeout: float | None = None
+    # Which plugin registered this tool ("builtin" for norma's own).
+    plugin: str = "builtin"
+
+    def file_paths(self, tool_input: dict[str, Any], ctx: CallContext) -> list[str]:
+        """Paths this call would touch, as spelled in the input (file tools override)."""
+        return []
+
+    def check_permissions(self, tool_input: dict[str, Any], ctx: CallContext) -> Decision | None:
+        """The tool's own opinion (allow/deny/ask) or None for no opinion."""
+        return None
+
+    def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput | Awaitable[ToolOutput]:
+        raise NotImplementedError
+
+    def definition(self) -> dict[str, Any]:
+        """The definition shown to a model and to ``tools show``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def metadata(self) -> dict[str, bool]:
+        return {
+            "read_only": self.read_only,
+            "concurrency_safe": self.concurrency_safe,
+            "requires_approval": self.requires_approval,
+            "raw_input": self.raw_input,
+            "destructive": self.destructive,
+        }
+
+
+@dataclass
+class ToolCall:
+    """One ``tool_use``: id, name and input, plus the dialect it arrived in."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    dialect: Literal["anthropic", "openai"] = "anthropic"
+
+
+@dataclass
+class CallMeta:
+    """The ``norma`` object attached to every result."""
+
+    decision: str | None = None
+    stage: str = "lookup"
+    rule: str | None = None
+    source: str | None = None
+    reason: str = ""
+    trace_id: str | None = None
+    duration_ms: float = 0.0
+    spill: SpillInfo | None = None
+    pending_id: str | None = None
+    status: str = "error"  # completed | failed | error | denied | pending
+    input_digest: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "stage": self.stage,
+            "rule": self.rule,
+            "source": self.source,
+            "reason": self.reason,
+            "trace_id": self.trace_id,
+            "duration_ms": round(self.duration_ms, 3),
+            "spill": self.spill.to_wire() if self.spill else None,
+            "pending_id": self.pending_id,
+        }
+
+
+@dataclass
+class ToolResult:
+    """Exactly one paired result per call."""
+
+    tool_use_id: str
+    content: list[ContentBlock]
+    is_error: bool
+    meta: CallMeta
+    extra_messages: list[dict[str, Any]] = field(default_factory=list)
+    dialect: Literal["anthropic", "openai"] = "anthropic"
+
+    def text(self) -> str:
+        return "".join(b.text for b in self.content if b.type == "text")
+
+    def exit_code(self) -> int:
+        """Exit code of a one-shot run for this result (SPEC §12)."""
+        if self.meta.pending_id and self.meta.status == "pending":
+            return 4
+        if self.meta.decision == "deny" and self.meta.status == "denied":
+            return 3
+        return 1 if self.is_error else 0
+
+    def to_wire(self) -> dict[str, Any]:
+        meta = self.meta.to_wire()
+        if self.dialect == "openai":
+            return {
+                "role": "tool",
+                "tool_call_id": self.tool_use_id,
+                "content": self.text(),
+                "is_error": self.is_error,
+                "norma": meta,
+            }
+        out: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": self.tool_use_id,
+            "is_error": self.is_error,
+            "content": [b.to_wire() for b in self.content],
+            "norma": meta,
+        }
+        if self.extra_messages:
+            out["extra_messages"] = self.extra_messages
+        return out
+
+
+ToolFunction = Callable[..., Any]

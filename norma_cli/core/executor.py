@@ -1,0 +1,402 @@
+"""The execution pipeline of SPEC §3: one ``tool_use`` in, exactly one paired result out.
+
+    1 lookup → 2 defaults → 3 schema → 4 permission → 5 PreToolUse hooks →
+    6 re-validation of a rewritten input (schema *and* permission) → ask resolution →
+    7 call (timeout; exceptions become error results) → 8 cap/spill → 9 PostToolUse hooks →
+    10 record
+
+Whatever happens inside, ``run`` returns one ``ToolResult``; nothing escapes except a failure
+to record the trace, which is reported (an unrecorded call must not look like a recorded one).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from norma_cli.core import aioloop
+from norma_cli.core.contract import (
+    CallContext,
+    CallMeta,
+    ContentBlock,
+    Decision,
+    Tool,
+    ToolCall,
+    ToolOutput,
+    ToolResult,
+)
+from norma_cli.core.digest import input_digest
+from norma_cli.core.hooks import HookRunner
+from norma_cli.core.output import SPILL, OutputCapper
+from norma_cli.core.permission import PermissionEngine
+from norma_cli.core.registry import ToolRegistry
+from norma_cli.core.schema import SchemaCache, SchemaIssue
+from norma_cli.store.sqlite import Store, TraceRecord
+
+# (tool, call, decision, ctx) -> the final allow/deny (or an ask left pending, with pending_id)
+AskResolver = Callable[[Tool, ToolCall, Decision, CallContext], Decision]
+# (tool name, ctx) -> a refusal reason when the tool is locked for this session, else None
+Gate = Callable[[str, CallContext], str | None]
+
+
+@dataclass
+class Trail:
+    """The state transitions of one call, in order, with time and deciding party."""
+
+    started: float = field(default_factory=time.perf_counter)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, state: str, by: str = "", **detail: Any) -> None:
+        event: dict[str, Any] = {"t": time.time(), "state": state}
+        if by:
+            event["by"] = by
+        if detail:
+            event.update({k: v for k, v in detail.items() if v not in (None, "", [], {})})
+        self.events.append(event)
+
+
+def deny_ask(tool: Tool, call: ToolCall, decision: Decision, ctx: CallContext) -> Decision:
+    """The resolver of last resort: nobody can be asked, so the answer is no."""
+    return Decision.deny("ask", f"{decision.reason}; nobody to ask, denied", rule=decision.rule)
+
+
+class Executor:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        engine: PermissionEngine,
+        hooks: HookRunner,
+        capper: OutputCapper,
+        context: CallContext,
+        *,
+        store: Store | None = None,
+        schemas: SchemaCache | None = None,
+        resolve_ask: AskResolver = deny_ask,
+        gate: Gate | None = None,
+        schema_for: Callable[[Tool], dict[str, Any]] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.engine = engine
+        self.hooks = hooks
+        self.capper = capper
+        self.context = context
+        self.store = store
+        self.schemas = schemas or SchemaCache()
+        self.resolve_ask = resolve_ask
+        self.gate = gate
+        self.schema_for = schema_for or (lambda tool: tool.input_schema)
+        self._defaults: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    # ------------------------------------------------------------------ one call
+    def run(self, call: ToolCall) -> ToolResult:
+        trail = Trail()
+        meta = CallMeta(trace_id=uuid.uuid4().hex)
+        ctx = CallContext(
+            session_id=self.context.session_id,
+            cwd=self.context.cwd,
+            roots=self.context.roots,
+            mode=self.context.mode,
+            agent=self.context.agent,
+            tool_use_id=call.id,
+            session=self.context.session,
+        )
+        tool_input: Any = call.input
+        meta.input_digest = _digest(tool_input)
+        try:
+            output = self._pipeline(call, ctx, meta, trail)
+        except Exception as exc:  # a bug in norma or a plugin: still one paired result
+            trail.add("failed", by="norma", error=f"{type(exc).__name__}: {exc}")
+            meta.status = "error"
+            output = ToolOutput.error(f"internal error while running {call.name}: {type(exc).__name__}: {exc}")
+        meta.duration_ms = (time.perf_counter() - trail.started) * 1000
+        spill = output.metadata.get(SPILL)
+        meta.spill = spill
+        result = ToolResult(
+            call.id, output.content, output.is_error, meta, output.extra_messages, call.dialect
+        )
+        self._record(call, meta, trail)
+        return result
+
+    def _pipeline(self, call: ToolCall, ctx: CallContext, meta: CallMeta, trail: Trail) -> ToolOutput:
+        # 1. lookup
+        tool = self.registry.get(call.name)
+        if tool is None:
+            trail.add("refused", by="lookup", reason="unknown tool")
+            meta.stage, meta.decision, meta.reason = "lookup", None, f"unknown tool: {call.name}"
+            return ToolOutput.error(f"unknown tool: {call.name}")
+        if self.gate is not None:
+            locked = self.gate(tool.name, ctx)
+            if locked:
+                trail.add("refused", by="lookup", reason=locked)
+                meta.stage, meta.decision, meta.reason = "lookup", "deny", locked
+                meta.status = "denied"
+                return ToolOutput.error(locked)
+        if not isinstance(call.input, dict):
+            trail.add("refused", by="schema", reason="input is not an object")
+            meta.stage, meta.decision = "schema", None
+            meta.reason = f"input must be a JSON object, got {type(call.input).__name__}"
+            return ToolOutput.error(meta.reason)
+
+        # 2. defaults, 3. schema
+        schema = self.schema_for(tool)
+        tool_input = self._fill_defaults(schema, call.input)
+        if not tool.raw_input:
+            issues = self.schemas.validate(schema, tool_input)
+            if issues:
+                return self._invalid(meta, trail, "schema", tool.name, issues)
+        trail.add("validated", by="schema")
+
+        # 4. permission
+        decision = self.engine.evaluate(tool, tool_input, ctx)
+        trail.add("permission", by=decision.stage, decision=decision.behavior, reason=decision.reason,
+                  rule=decision.rule.text if decision.rule else None,
+                  source=decision.rule.source if decision.rule else None)
+        if decision.behavior == "deny":
+            return self._denied(meta, trail, decision)
+        final_input = decision.updated_input if decision.updated_input is not None else tool_input
+
+        # 5. PreToolUse hooks
+        if self.hooks.has("PreToolUse"):
+            payload = self._payload("PreToolUse", ctx, tool.name, final_input)
+            pre = self.hooks.pre_tool_use(payload, tool.name)
+            for outcome in pre.outcomes:
+                trail.add("hook", by=outcome.hook, **outcome.to_event())
+            if pre.blocked:
+                return self._denied(meta, trail, Decision.deny("hook", pre.reason, rule=None), by=pre.hook)
+            if pre.ask and decision.behavior == "allow":
+                decision = Decision.ask("hook", pre.reason)
+            if pre.updated_input is not None:
+                final_input = pre.updated_input
+            extra_context = pre.additional_context
+        else:
+            extra_context = []
+
+        # 6. re-validation of a rewritten input: schema and permission again
+        if final_input is not tool_input and final_input != tool_input:
+            if not tool.raw_input:
+                issues = self.schemas.validate(schema, final_input)
+                if issues:
+                    reason = "rewritten input is invalid: " + "; ".join(map(str, issues))
+                    return self._denied(meta, trail, Decision.deny("revalidate", reason))
+            again = self.engine.evaluate(tool, final_input, ctx)
+            trail.add("revalidated", by=again.stage, decision=again.behavior, reason=again.reason,
+                      rule=again.rule.text if again.rule else None)
+            if again.behavior == "deny":
+                again.reason = f"rewritten input: {again.reason}"
+                return self._denied(meta, trail, again)
+            if again.behavior == "ask" and decision.behavior == "allow":
+                decision = again  # a rewrite can never widen what was approved
+            meta.input_digest = _digest(final_input)
+
+        # ask → resolved by a plugin, a person, or the approval queue; else denied
+        if decision.behavior == "ask":
+            trail.add("pending", by=decision.stage, reason=decision.reason,
+                      rule=decision.rule.text if decision.rule else None)
+            asked = decision
+            decision = self.resolve_ask(tool, ToolCall(call.id, call.name, final_input, call.dialect), asked, ctx)
+            if decision.behavior == "ask":  # still pending (approval queue, --no-wait)
+                meta.pending_id = decision.pending_id
+                meta.status = "pending"
+                self._set_decision(meta, decision, asked)
+                trail.add("pending", by="approval", pending_id=meta.pending_id)
+                return ToolOutput.error(f"pending approval {meta.pending_id}: {asked.reason}")
+            trail.add("resolved", by=decision.stage, decision=decision.behavior, reason=decision.reason)
+            if decision.behavior == "deny":
+                return self._denied(meta, trail, decision)
+            if decision.rule is None and asked.rule is not None:
+                decision.rule = asked.rule
+
+        self._set_decision(meta, decision)
+
+        # 7. call
+        trail.add("executing")
+        output = self._call(tool, final_input, ctx, trail)
+
+        # 8. cap / spill
+        output = self.capper.cap(output, prefix=tool.name)
+        spill = output.metadata.get(SPILL)
+        if spill is not None:
+            trail.add("spilled", path=spill.path, sha256=spill.sha256, chars=spill.chars)
+
+        # 9. PostToolUse hooks (may add context; cannot un-run the call)
+        event = "PostToolUseFailure" if output.is_error else "PostToolUse"
+        if self.hooks.has(event):
+            payload = self._payload(event, ctx, tool.name, final_input)
+            if output.is_error:
+                payload["error"] = output.joined_text()[:10_000]
+            else:
+                payload["tool_response"] = _response_for_hook(output)
+            for outcome in self.hooks.run(event, payload, tool.name):
+                trail.add("hook", by=outcome.hook, **outcome.to_event())
+                if outcome.additional_context:
+                    extra_context.append(outcome.additional_context)
+                if outcome.blocked and outcome.reason:
+                    extra_context.append(outcome.reason)
+        if extra_context:
+            output.extra_messages.extend(
+                {"role": "user", "content": text, "source": "hook"} for text in extra_context
+            )
+        meta.status = "failed" if output.is_error else "completed"
+        trail.add(meta.status)
+        return output
+
+    def _call(self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, trail: Trail) -> ToolOutput:
+        try:
+            value = tool.call(tool_input, ctx)
+            if inspect.isawaitable(value):
+                value = aioloop.run(_await(value), tool.timeout)
+            if not isinstance(value, ToolOutput):
+                from norma_cli.core.functool import to_output
+
+                value = to_output(value)
+            return value
+        except TimeoutError:
+            trail.add("timeout", by=tool.name, seconds=tool.timeout)
+            return self._failure(tool, tool_input, ctx, f"{tool.name} timed out after {tool.timeout:g}s")
+        except Exception as exc:
+            return self._failure(tool, tool_input, ctx, f"{tool.name} failed: {type(exc).__name__}: {exc}")
+
+    def _failure(self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, message: str) -> ToolOutput:
+        return ToolOutput.error(message, exception=True)
+
+    # ------------------------------------------------------------------ batches
+    def run_batch(self, calls: Sequence[ToolCall], max_concurrency: int = 8) -> list[ToolResult]:
+        """Consecutive concurrency-safe calls run in parallel (bounded); others run alone.
+
+        Results come back in input order, each paired with its call's id.
+        """
+        results: list[ToolResult | None] = [None] * len(calls)
+        i = 0
+        pool = None
+        try:
+            while i < len(calls):
+                j = i
+                while j < len(calls) and self._concurrency_safe(calls[j]):
+                    j += 1
+                if j - i >= 2 and max_concurrency > 1:
+                    if pool is None:
+                        from concurrent.futures import ThreadPoolExecutor
+
+                        pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="norma-call")
+                    for k, res in zip(range(i, j), pool.map(self.run, calls[i:j]), strict=True):
+                        results[k] = res
+                    i = j
+                else:
+                    end = max(j, i + 1)
+                    for k in range(i, end):
+                        results[k] = self.run(calls[k])
+                    i = end
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+        return [r for r in results if r is not None]
+
+    def _concurrency_safe(self, call: ToolCall) -> bool:
+        tool = self.registry.get(call.name)
+        return tool is not None and tool.concurrency_safe
+
+    # ------------------------------------------------------------------ helpers
+    def _fill_defaults(self, schema: dict[str, Any], tool_input: dict[str, Any]) -> dict[str, Any]:
+        cached = self._defaults.get(id(schema))
+        if cached is None or cached[0] is not schema:
+            defaults = {
+                name: prop["default"]
+                for name, prop in (schema.get("properties") or {}).items()
+                if isinstance(prop, dict) and "default" in prop
+                and isinstance(prop["default"], (str, int, float, bool))
+            }
+            cached = (schema, defaults)
+            self._defaults[id(schema)] = cached
+        defaults = cached[1]
+        if not defaults or all(k in tool_input for k in defaults):
+            return tool_input
+        return {**{k: v for k, v in defaults.items() if k not in tool_input}, **tool_input}
+
+    def _payload(self, event: str, ctx: CallContext, tool_name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "session_id": ctx.session_id,
+            "cwd": str(ctx.cwd),
+            "permission_mode": ctx.mode,
+            "hook_event_name": event,
+            "tool_name": tool_name,
+            "tool_input": tool_input,
+            "tool_use_id": ctx.tool_use_id,
+            "agent": ctx.agent,
+        }
+
+    def _invalid(self, meta: CallMeta, trail: Trail, stage: str, name: str, issues: list[SchemaIssue]) -> ToolOutput:
+        text = f"invalid input for {name}: " + "; ".join(map(str, issues))
+        trail.add("refused", by=stage, reason=text)
+        meta.stage, meta.decision, meta.reason = stage, None, text
+        return ToolOutput.error(text)
+
+    def _denied(self, meta: CallMeta, trail: Trail, decision: Decision, by: str | None = None) -> ToolOutput:
+        self._set_decision(meta, decision)
+        meta.status = "denied"
+        trail.add("denied", by=by or decision.stage, reason=decision.reason,
+                  rule=decision.rule.text if decision.rule else None)
+        return ToolOutput.error(f"denied: {decision.reason}")
+
+    @staticmethod
+    def _set_decision(meta: CallMeta, decision: Decision, asked: Decision | None = None) -> None:
+        rule = decision.rule or (asked.rule if asked else None)
+        meta.decision = decision.behavior
+        meta.stage = decision.stage if asked is None else asked.stage
+        meta.reason = decision.reason if asked is None else asked.reason
+        meta.rule = rule.text if rule else None
+        meta.source = rule.source if rule else None
+
+    def _record(self, call: ToolCall, meta: CallMeta, trail: Trail) -> None:
+        if self.store is None:
+            return
+        assert meta.trace_id is not None
+        self.store.append_trace(
+            TraceRecord(
+                id=meta.trace_id,
+                tool_use_id=call.id,
+                session_id=self.context.session_id,
+                agent=self.context.agent,
+                tool=call.name,
+                input_digest=meta.input_digest,
+                decision=meta.decision,
+                stage=meta.stage,
+                rule=meta.rule,
+                rule_source=meta.source,
+                status=meta.status,
+                is_error=meta.status not in ("completed",),
+                duration_ms=meta.duration_ms,
+                spill_path=meta.spill.path if meta.spill else None,
+                spill_sha256=meta.spill.sha256 if meta.spill else None,
+                events=trail.events,
+            )
+        )
+
+
+async def _await(value: Any) -> Any:
+    return await value
+
+
+def _digest(value: Any) -> str:
+    try:
+        return input_digest(value)
+    except (TypeError, ValueError):
+        return input_digest(repr(value))
+
+
+def _response_for_hook(output: ToolOutput) -> Any:
+    blocks: list[dict[str, Any]] = []
+    for b in output.content:
+        if b.type == "text":
+            blocks.append({"type": "text", "text": b.text})
+        elif b.type == "json":
+            blocks.append({"type": "json", "json": b.data})
+        else:
+            blocks.append({"type": "image", "media_type": b.media_type})
+    return {"content": blocks, "is_error": output.is_error}
+
+
+__all__ = ["AskResolver", "ContentBlock", "Executor", "Gate", "deny_ask"]

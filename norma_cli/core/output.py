@@ -1,0 +1,146 @@
+"""Output cap and spill (SPEC §7).
+
+Every text result passes one cap (default 30,000 characters). With a spill directory the
+full text goes to a file whose sha256 and size are recorded; the model gets the head and a
+pointer. Whether a result is already capped is a metadata flag, never guessed from the text.
+Tools that produce large outputs write through a ``SpillWriter`` while they run, so nothing
+holds the whole output in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from norma_cli.core.contract import ContentBlock, ToolOutput
+
+DEFAULT_MAX_CHARS = 30_000
+CAPPED = "capped"  # metadata flag: the output was already capped (by a streaming tool)
+SPILL = "spill"  # metadata key holding a SpillInfo
+
+
+@dataclass(frozen=True)
+class SpillInfo:
+    path: str
+    sha256: str
+    chars: int
+    bytes: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "chars": self.chars, "bytes": self.bytes}
+
+
+class SpillWriter:
+    """Streams text to a spill file while keeping only the first ``head_chars`` in memory.
+
+    The file is written under a temporary name and renamed on ``close`` so a reader never sees
+    a half-written spill; the digest covers exactly the bytes on disk (UTF-8).
+    """
+
+    def __init__(self, spill_dir: Path | None, head_chars: int, prefix: str = "out") -> None:
+        self.head_chars = head_chars
+        self._head: list[str] = []
+        self._head_len = 0
+        self.chars = 0
+        self.bytes = 0
+        self._sha = hashlib.sha256()
+        self._fh: Any = None
+        self._final: Path | None = None
+        if spill_dir is not None:
+            spill_dir.mkdir(parents=True, exist_ok=True)
+            self._final = spill_dir / f"{prefix}-{uuid.uuid4().hex}.txt"
+            fd, tmp = tempfile.mkstemp(dir=spill_dir, prefix=".spill-")
+            self._tmp = Path(tmp)
+            self._fh = os.fdopen(fd, "wb")
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        self.chars += len(text)
+        if self._head_len < self.head_chars:
+            take = text[: self.head_chars - self._head_len]
+            self._head.append(take)
+            self._head_len += len(take)
+        data = text.encode("utf-8", "surrogateescape")
+        self.bytes += len(data)
+        self._sha.update(data)
+        if self._fh is not None:
+            self._fh.write(data)
+
+    @property
+    def head(self) -> str:
+        return "".join(self._head)
+
+    @property
+    def over_cap(self) -> bool:
+        return self.chars > self.head_chars
+
+    def close(self, keep: bool | None = None) -> SpillInfo | None:
+        """Finish the file. Kept only if the output went over the cap (or ``keep`` says so)."""
+        if self._fh is None:
+            return None
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        self._fh = None
+        if keep is None:
+            keep = self.over_cap
+        if not keep:
+            self._tmp.unlink(missing_ok=True)
+            return None
+        assert self._final is not None
+        os.replace(self._tmp, self._final)
+        return SpillInfo(str(self._final), self._sha.hexdigest(), self.chars, self.bytes)
+
+    def abort(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+            self._tmp.unlink(missing_ok=True)
+
+
+def capped_text(head: str, total_chars: int, spill: SpillInfo | None) -> str:
+    if spill is not None:
+        return (
+            f"{head}\n\n[output capped: showing the first {len(head):,} of {total_chars:,} characters; "
+            f"full output in {spill.path} (sha256 {spill.sha256})]"
+        )
+    return f"{head}\n\n[output truncated: showing the first {len(head):,} of {total_chars:,} characters]"
+
+
+class OutputCapper:
+    def __init__(self, max_chars: int = DEFAULT_MAX_CHARS, spill_dir: Path | None = None) -> None:
+        self.max_chars = max_chars
+        self.spill_dir = spill_dir
+
+    def writer(self, prefix: str = "out") -> SpillWriter:
+        return SpillWriter(self.spill_dir, self.max_chars, prefix)
+
+    def cap(self, output: ToolOutput, prefix: str = "out") -> ToolOutput:
+        """Apply the cap to every text block, unless a streaming tool already did."""
+        if output.metadata.get(CAPPED):
+            return output
+        total = sum(len(b.text) for b in output.content if b.type == "text")
+        if total <= self.max_chars:
+            return output
+        writer = self.writer(prefix)
+        try:
+            for block in output.content:
+                if block.type == "text":
+                    writer.write(block.text)
+            spill = writer.close(keep=True)
+        except OSError:
+            writer.abort()
+            raise
+        others = [b for b in output.content if b.type != "text"]
+        capped = ContentBlock("text", text=capped_text(writer.head, writer.chars, spill))
+        output.content = [capped, *others]
+        output.metadata[CAPPED] = True
+        if spill is not None:
+            output.metadata[SPILL] = spill
+        return output
