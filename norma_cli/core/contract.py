@@ -223,7 +223,7 @@ class ToolResult:
 
     def exit_code(self) -> int:
         """Exit code of a one-shot run for this result (SPEC §12)."""
-        if self.meta.pending_id and self.meta.status == "pending":
+        if self.meta.status == "pending":
             return 4
         if self.meta.decision == "deny" and self.meta.status == "denied":
             return 3

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from norma_cli.core.contract import (
     CallMeta,
     ContentBlock,
     Decision,
+    RuleRef,
     Tool,
     ToolCall,
     ToolOutput,
@@ -95,17 +96,8 @@ class Executor:
     def run(self, call: ToolCall) -> ToolResult:
         trail = Trail()
         meta = CallMeta(trace_id=uuid.uuid4().hex)
-        ctx = CallContext(
-            session_id=self.context.session_id,
-            cwd=self.context.cwd,
-            roots=self.context.roots,
-            mode=self.context.mode,
-            agent=self.context.agent,
-            tool_use_id=call.id,
-            session=self.context.session,
-        )
-        tool_input: Any = call.input
-        meta.input_digest = _digest(tool_input)
+        ctx = self._context(call)
+        meta.input_digest = _digest(call.input)
         try:
             output = self._pipeline(call, ctx, meta, trail)
         except Exception as exc:  # a bug in norma or a plugin: still one paired result
@@ -121,7 +113,15 @@ class Executor:
         self._record(call, meta, trail)
         return result
 
-    def _pipeline(self, call: ToolCall, ctx: CallContext, meta: CallMeta, trail: Trail) -> ToolOutput:
+    def _context(self, call: ToolCall) -> CallContext:
+        c = self.context
+        return CallContext(session_id=c.session_id, cwd=c.cwd, roots=c.roots, mode=c.mode,
+                           agent=c.agent, tool_use_id=call.id, session=c.session)
+
+    def _admit(
+        self, call: ToolCall, ctx: CallContext, meta: CallMeta, trail: Trail
+    ) -> tuple[Tool, dict[str, Any], dict[str, Any], Decision] | ToolOutput:
+        """Steps 1-4: lookup, defaults, schema, permission. A ToolOutput means refused."""
         # 1. lookup
         tool = self.registry.get(call.name)
         if tool is None:
@@ -157,6 +157,28 @@ class Executor:
                   source=decision.rule.source if decision.rule else None)
         if decision.behavior == "deny":
             return self._denied(meta, trail, decision)
+        return tool, schema, tool_input, decision
+
+    def decide(self, call: ToolCall) -> ToolResult:
+        """Steps 1-4 only (``--dry-run``): the decision, nothing executed, nothing recorded."""
+        trail = Trail()
+        meta = CallMeta(input_digest=_digest(call.input))
+        admitted = self._admit(call, self._context(call), meta, trail)
+        if isinstance(admitted, ToolOutput):
+            output = admitted
+        else:
+            decision = admitted[3]
+            self._set_decision(meta, decision)
+            meta.status = "pending" if decision.behavior == "ask" else "allowed"
+            output = ToolOutput.text(f"dry run: {decision.behavior} ({decision.reason})")
+        meta.duration_ms = (time.perf_counter() - trail.started) * 1000
+        return ToolResult(call.id, output.content, output.is_error, meta, [], call.dialect)
+
+    def _pipeline(self, call: ToolCall, ctx: CallContext, meta: CallMeta, trail: Trail) -> ToolOutput:
+        admitted = self._admit(call, ctx, meta, trail)
+        if isinstance(admitted, ToolOutput):
+            return admitted
+        tool, schema, tool_input, decision = admitted
         final_input = decision.updated_input if decision.updated_input is not None else tool_input
 
         # 5. PreToolUse hooks
@@ -164,11 +186,12 @@ class Executor:
             payload = self._payload("PreToolUse", ctx, tool.name, final_input)
             pre = self.hooks.pre_tool_use(payload, tool.name)
             for outcome in pre.outcomes:
-                trail.add("hook", by=outcome.hook, **outcome.to_event())
+                trail.add("hook", **outcome.to_event())
             if pre.blocked:
-                return self._denied(meta, trail, Decision.deny("hook", pre.reason, rule=None), by=pre.hook)
+                hook_ref = RuleRef(pre.hook or "hook", pre.source or "hook")
+                return self._denied(meta, trail, Decision.deny("hook", pre.reason, rule=hook_ref), by=pre.hook)
             if pre.ask and decision.behavior == "allow":
-                decision = Decision.ask("hook", pre.reason)
+                decision = Decision.ask("hook", pre.reason, rule=RuleRef(pre.hook or "hook", pre.source or "hook"))
             if pre.updated_input is not None:
                 final_input = pre.updated_input
             extra_context = pre.additional_context
@@ -231,7 +254,7 @@ class Executor:
             else:
                 payload["tool_response"] = _response_for_hook(output)
             for outcome in self.hooks.run(event, payload, tool.name):
-                trail.add("hook", by=outcome.hook, **outcome.to_event())
+                trail.add("hook", **outcome.to_event())
                 if outcome.additional_context:
                     extra_context.append(outcome.additional_context)
                 if outcome.blocked and outcome.reason:
@@ -265,11 +288,14 @@ class Executor:
 
     # ------------------------------------------------------------------ batches
     def run_batch(self, calls: Sequence[ToolCall], max_concurrency: int = 8) -> list[ToolResult]:
+        return list(self.iter_batch(calls, max_concurrency))
+
+    def iter_batch(self, calls: Sequence[ToolCall], max_concurrency: int = 8) -> Iterator[ToolResult]:
         """Consecutive concurrency-safe calls run in parallel (bounded); others run alone.
 
-        Results come back in input order, each paired with its call's id.
+        Results are yielded in input order, each paired with its call's id, as soon as the
+        group holding them has finished.
         """
-        results: list[ToolResult | None] = [None] * len(calls)
         i = 0
         pool = None
         try:
@@ -282,18 +308,14 @@ class Executor:
                         from concurrent.futures import ThreadPoolExecutor
 
                         pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="norma-call")
-                    for k, res in zip(range(i, j), pool.map(self.run, calls[i:j]), strict=True):
-                        results[k] = res
+                    yield from pool.map(self.run, calls[i:j])
                     i = j
                 else:
-                    end = max(j, i + 1)
-                    for k in range(i, end):
-                        results[k] = self.run(calls[k])
-                    i = end
+                    yield self.run(calls[i])
+                    i += 1
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
-        return [r for r in results if r is not None]
 
     def _concurrency_safe(self, call: ToolCall) -> bool:
         tool = self.registry.get(call.name)

@@ -54,6 +54,7 @@ class HookOutcome:
     """What one hook said. ``error`` is set when it crashed, timed out or answered garbage."""
 
     hook: str
+    source: str = ""
     blocked: bool = False
     reason: str = ""
     permission_decision: str | None = None
@@ -64,7 +65,7 @@ class HookOutcome:
     raw: dict[str, Any] | None = None
 
     def to_event(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"hook": self.hook}
+        out: dict[str, Any] = {"by": self.hook, "source": self.source}
         for key in ("blocked", "reason", "permission_decision", "additional_context", "stop", "error"):
             value = getattr(self, key)
             if value:
@@ -74,9 +75,9 @@ class HookOutcome:
         return out
 
 
-def parse_answer(hook: str, event: str, data: Any) -> HookOutcome:
+def parse_answer(hook: str, source: str, data: Any) -> HookOutcome:
     """Read a hook's JSON answer (or a plugin's returned dict) into a HookOutcome."""
-    out = HookOutcome(hook)
+    out = HookOutcome(hook, source)
     if data is None:
         return out
     if not isinstance(data, dict):
@@ -126,6 +127,7 @@ class Hook:
     matcher: re.Pattern[str] | None
     timeout: float
     on_error: OnError
+    source: str = ""
 
     def applies_to(self, tool_name: str | None) -> bool:
         if self.matcher is None or tool_name is None:
@@ -137,7 +139,7 @@ class Hook:
 
     def failed(self, message: str) -> HookOutcome:
         """The outcome of a crash/timeout/garbage, following ``on_error``."""
-        out = HookOutcome(self.name, error=message)
+        out = HookOutcome(self.name, self.source, error=message)
         if self.on_error == "block":
             out.blocked = True
             out.reason = f"hook {self.name} failed ({message}); on_error=block"
@@ -170,7 +172,7 @@ class CommandHook(Hook):
         self.timeout = timeout
         self.on_error = on_error or default_on_error(event)
         self.source = source
-        self.name = f"command:{command}" + (f" ({source})" if source else "")
+        self.name = f"command:{command}"
         self.cwd = cwd
 
     def run(self, payload: dict[str, Any]) -> HookOutcome:
@@ -195,18 +197,18 @@ class CommandHook(Hook):
             return self.failed(f"timed out after {self.timeout:g}s")
         err_text = stderr.decode("utf-8", "replace").strip()
         if proc.returncode == 2:
-            return HookOutcome(self.name, blocked=True, reason=err_text or "blocked by hook (exit 2)")
+            return HookOutcome(self.name, self.source, blocked=True, reason=err_text or "blocked by hook (exit 2)")
         if proc.returncode != 0:
             first = err_text.splitlines()[0] if err_text else ""
             return self.failed(f"exit {proc.returncode}" + (f": {first}" if first else ""))
         text = stdout.decode("utf-8", "replace").strip()
         if not text:
-            return HookOutcome(self.name)
+            return HookOutcome(self.name, self.source)
         if not text.startswith("{"):
             # Plain text on stdout is context for the model (as agent hooks already do).
-            return HookOutcome(self.name, additional_context=text)
+            return HookOutcome(self.name, self.source, additional_context=text)
         try:
-            return parse_answer(self.name, self.event, json.loads(text))
+            return parse_answer(self.name, self.source, json.loads(text))
         except ValueError as exc:
             return self.failed(f"unreadable answer: {exc}")
 
@@ -239,6 +241,7 @@ class CallableHook(Hook):
         self.event = event
         self.fn = fn
         self.name = name
+        self.source = name
         self.matcher = compile_matcher(matcher)
         self.timeout = timeout
         self.on_error = on_error or default_on_error(event)
@@ -261,7 +264,7 @@ class CallableHook(Hook):
             exc = box["error"]
             return self.failed(f"raised {type(exc).__name__}: {exc}")
         try:
-            return parse_answer(self.name, self.event, box.get("value"))
+            return parse_answer(self.name, self.source, box.get("value"))
         except ValueError as exc:
             return self.failed(f"unreadable answer: {exc}")
 
@@ -271,6 +274,7 @@ class PreToolOutcome:
     blocked: bool = False
     reason: str = ""
     hook: str | None = None
+    source: str = ""
     ask: bool = False
     updated_input: dict[str, Any] | None = None
     additional_context: list[str] = field(default_factory=list)
@@ -319,12 +323,12 @@ class HookRunner:
             if outcome.blocked:
                 result.blocked = True
                 result.reason = outcome.reason
-                result.hook = outcome.hook
+                result.hook, result.source = outcome.hook, outcome.source
                 return result
             if outcome.permission_decision == "ask":
                 result.ask = True
                 result.reason = outcome.reason or f"hook {outcome.hook} asks for approval"
-                result.hook = outcome.hook
+                result.hook, result.source = outcome.hook, outcome.source
             if outcome.updated_input:
                 result.updated_input = outcome.updated_input
             if outcome.additional_context:

@@ -1,0 +1,149 @@
+"""The ``norma`` command group. Subcommands live one group per module and load on demand.
+
+Only ``click`` is imported here: ``norma --help`` must not pay for the executor, the schema
+validator, the shell parser or any plugin.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import import_module
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from norma_cli import __version__
+
+if TYPE_CHECKING:
+    from norma_cli.runtime import Runtime
+
+# command name -> "module:attribute"
+COMMANDS = {
+    "run": "norma_cli.cli.run:run",
+    "tools": "norma_cli.cli.tools:tools",
+    "plugins": "norma_cli.cli.plugins:plugins",
+    "config": "norma_cli.cli.config:config",
+}
+MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is not None:
+            module, attr = target.split(":")
+            command: click.Command = getattr(import_module(module), attr)
+            return command
+        command_or_none = super().get_command(ctx, cmd_name)
+        if command_or_none is None and ctx.obj is not None and not ctx.resilient_parsing:
+            ctx.obj.load_plugin_commands(self)  # plugin commands load only when asked for
+            command_or_none = super().get_command(ctx, cmd_name)
+        return command_or_none
+
+
+class App:
+    """Global options, and the runtime built from them on first use."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.verbose: bool = options.pop("verbose", False)
+        self._runtime: Runtime | None = None
+
+    def runtime(self, *, with_store: bool = True, interactive: bool | None = None) -> Runtime:
+        if self._runtime is None:
+            from norma_cli.runtime import Options, Runtime
+
+            opts = Options(
+                cwd=self.options.get("cwd"),
+                config=self.options.get("config"),
+                agent=self.options.get("agent"),
+                mode=self.options.get("mode"),
+                allow=self.options.get("allow") or (),
+                ask=self.options.get("ask") or (),
+                deny=self.options.get("deny") or (),
+                interactive=interactive,
+                with_store=with_store,
+            )
+            self._runtime = Runtime.build(opts)
+            for warning in self._runtime.warnings:
+                click.echo(f"norma: warning: {warning}", err=True)
+        return self._runtime
+
+    def close(self, reason: str = "exit") -> None:
+        if self._runtime is not None:
+            rt, self._runtime = self._runtime, None
+            rt.close(reason)
+
+    def load_plugin_commands(self, group: click.Group) -> None:
+        from norma_cli.plugins import PluginHost
+
+        host = PluginHost()
+        host.load_entry_points()
+        host.register_commands(group)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), help="Extra config file (after NORMA_CONFIG).")
+@click.option("--agent", help="Agent key (role) to act as.")
+@click.option("--mode", type=click.Choice(MODES), help="Permission mode for this invocation.")
+@click.option("--cwd", type=click.Path(file_okay=False, path_type=Path), help="Working directory (default: the current one).")
+@click.option("--allow", multiple=True, metavar="RULE", help="Add an allow rule (repeatable).")
+@click.option("--ask", multiple=True, metavar="RULE", help="Add an ask rule (repeatable).")
+@click.option("--deny", multiple=True, metavar="RULE", help="Add a deny rule (repeatable).")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail on errors.")
+@click.version_option(__version__, "--version", prog_name="norma")
+@click.pass_context
+def cli(ctx: click.Context, **options: Any) -> None:
+    """norma — run AI-agent tool calls behind a policy pipeline.
+
+    Every call passes lookup, schema validation, permission rules, hooks and output capping,
+    and leaves a trace in the store. Exit codes of `norma run`: 0 success, 1 tool error,
+    2 usage or configuration error, 3 denied by policy, 4 pending approval.
+    """
+    app = App(**options)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+def main() -> None:
+    from norma_cli.errors import NormaError
+
+    verbose = "-v" in sys.argv[1:] or "--verbose" in sys.argv[1:]
+    try:
+        code = cli.main(prog_name="norma", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("norma: aborted", err=True)
+        code = 130
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except NormaError as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"norma: error: {exc}", err=True)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("norma: interrupted", err=True)
+        code = 130
+    except BrokenPipeError:
+        # stdout closed early (`norma ... | head`): not an error worth a traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 1
+    except Exception as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"norma: internal error: {type(exc).__name__}: {exc} (run with -v for details)", err=True)
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,194 @@
+"""``norma run``: one tool call (``NAME -i JSON``) or a JSONL batch (``--calls``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from norma_cli.core.contract import ToolCall, ToolResult
+
+
+@click.command("run")
+@click.argument("name", required=False)
+@click.option("-i", "--input", "input_", metavar="JSON|@FILE", help="Tool input as a JSON object, or @FILE to read it.")
+@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE", help="One input field (VALUE parsed as JSON when it is valid JSON).")
+@click.option("--calls", metavar="FILE|-", help="JSONL of tool_use blocks (Anthropic or OpenAI shape); '-' reads stdin.")
+@click.option("--max-concurrency", default=8, show_default=True, type=click.IntRange(1, 256), help="Parallel concurrency-safe calls in a batch.")
+@click.option("--no-wait", is_flag=True, help="Do not wait for an approval; exit 4 with the pending id.")
+@click.option("--dry-run", is_flag=True, help="Decide (lookup, schema, permission) without running the tool.")
+@click.option("--text", "text_only", is_flag=True, help="Print only the text content of the result.")
+@click.pass_obj
+def run(
+    app: Any,
+    *,
+    name: str | None,
+    input_: str | None,
+    args: tuple[str, ...],
+    calls: str | None,
+    max_concurrency: int,
+    no_wait: bool,
+    dry_run: bool,
+    text_only: bool,
+) -> None:
+    """Run one tool call, or a batch of them, through the policy pipeline.
+
+    Prints one JSON tool_result per call (in the dialect of the input). Exit codes: 0 success,
+    1 the tool returned an error, 2 usage or configuration error, 3 denied by policy, 4 pending
+    approval (--no-wait). With --calls: 0 when every call succeeded, else the most severe code
+    among them (3 > 4 > 1).
+    """
+    from norma_cli.errors import UsageError
+
+    if calls is not None:
+        if name or input_ or args:
+            raise UsageError("--calls cannot be combined with NAME, -i or --arg")
+        batch = read_calls(calls)
+        code = _run_batch(app, batch, max_concurrency, dry_run, text_only)
+    else:
+        if not name:
+            raise UsageError("missing tool NAME (or --calls FILE)")
+        from norma_cli.core.contract import ToolCall
+
+        tool_input = parse_input(input_, args)
+        call = ToolCall(id=f"toolu_norma_{_short_id()}", name=name, input=tool_input)
+        code = _run_batch(app, [call], 1, dry_run, text_only)
+    app.close()
+    sys.exit(code)
+
+
+def _run_batch(app: Any, batch: list[ToolCall], max_concurrency: int, dry_run: bool, text_only: bool) -> int:
+    rt = app.runtime()
+    rt.session.start()
+    severity = {3: 3, 4: 2, 1: 1, 0: 0}
+    worst = 0
+    results = (rt.executor.decide(c) for c in batch) if dry_run else rt.executor.iter_batch(batch, max_concurrency)
+    for result in results:
+        _emit(result, text_only)
+        code = result.exit_code()
+        if severity[code] > severity[worst]:
+            worst = code
+    return worst
+
+
+def _emit(result: ToolResult, text_only: bool) -> None:
+    import json
+
+    if text_only:
+        text = result.text()
+        click.echo(text, nl=not text.endswith("\n"))
+    else:
+        click.echo(json.dumps(result.to_wire(), ensure_ascii=False, default=str))
+
+
+def _short_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:24]
+
+
+def _read_arg_file(spec: str) -> str:
+    from norma_cli.errors import UsageError
+
+    path = Path(spec[1:])
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot read input file {path}: {reason}") from None
+
+
+def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
+    """``-i JSON`` / ``-i @FILE`` and ``--arg k=v`` → one input object."""
+    import json
+
+    from norma_cli.errors import UsageError
+
+    tool_input: dict[str, Any] = {}
+    if raw is not None:
+        text = _read_arg_file(raw) if raw.startswith("@") else raw
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        if not isinstance(value, dict):
+            raise UsageError(f"input must be a JSON object, got {type(value).__name__}")
+        tool_input.update(value)
+    for item in args:
+        key, sep, value_text = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--arg {item!r}: expected KEY=VALUE")
+        try:
+            tool_input[key] = json.loads(value_text)
+        except json.JSONDecodeError:
+            tool_input[key] = value_text
+    return tool_input
+
+
+def read_calls(spec: str) -> list[ToolCall]:
+    """Parse a JSONL batch up front: a malformed line runs nothing and names the line."""
+    import json
+
+    from norma_cli.errors import UsageError
+
+    if spec == "-":
+        source, lines = "stdin", sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = Path(spec).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"cannot read calls file {spec}: {reason}") from None
+        source = spec
+    batch: list[ToolCall] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            block = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not valid JSON: {exc.msg}") from None
+        call = tool_use_from_block(block, where)
+        if call.id in seen:
+            raise UsageError(f"{where}: duplicate tool_use id {call.id!r} (results are paired by id)")
+        seen.add(call.id)
+        batch.append(call)
+    return batch
+
+
+def tool_use_from_block(block: Any, where: str) -> ToolCall:
+    """Accept an Anthropic ``tool_use`` block or an OpenAI tool call."""
+    import json
+
+    from norma_cli.core.contract import ToolCall
+    from norma_cli.errors import UsageError
+
+    if not isinstance(block, dict):
+        raise UsageError(f"{where}: expected a JSON object, got {type(block).__name__}")
+    if "function" in block:
+        fn = block["function"]
+        call_id, name = block.get("id"), fn.get("name") if isinstance(fn, dict) else None
+        raw_args = fn.get("arguments", "{}") if isinstance(fn, dict) else None
+        if isinstance(raw_args, str):
+            try:
+                args = json.loads(raw_args or "{}")
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{where}: function.arguments is not valid JSON: {exc.msg}") from None
+        else:
+            args = raw_args
+        dialect = "openai"
+    else:
+        if block.get("type", "tool_use") != "tool_use":
+            raise UsageError(f"{where}: expected a tool_use block, got type {block.get('type')!r}")
+        call_id, name, args = block.get("id"), block.get("name"), block.get("input", {})
+        dialect = "anthropic"
+    if not isinstance(call_id, str) or not call_id:
+        raise UsageError(f"{where}: missing string 'id'")
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{where}: missing string tool name")
+    return ToolCall(call_id, name, args, dialect)  # type: ignore[arg-type]

@@ -1,0 +1,94 @@
+"""``norma tools list | show | lint``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+
+@click.group("tools")
+def tools() -> None:
+    """Inspect and lint the registered tools."""
+
+
+@tools.command("list")
+@click.option("--all", "show_all", is_flag=True, help="Include tools hidden from the model (deferred).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def list_tools(app: Any, *, show_all: bool, as_json: bool) -> None:
+    """List the tools a model is shown (with --all: every callable tool)."""
+    rt = app.runtime(with_store=False)
+    chosen = rt.registry.all() if show_all else rt.registry.exposed()
+    rows = [
+        {
+            "name": t.name,
+            "plugin": t.plugin,
+            "hidden": rt.registry.is_hidden(t.name),
+            **t.metadata(),
+            "description": (t.description or "").strip().splitlines()[0] if t.description else "",
+        }
+        for t in chosen
+    ]
+    if as_json:
+        import json
+
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max((len(r["name"]) for r in rows), default=4)
+    for r in rows:
+        flags = "".join(
+            [
+                "R" if r["read_only"] else "-",
+                "C" if r["concurrency_safe"] else "-",
+                "A" if r["requires_approval"] else "-",
+                "H" if r["hidden"] else "-",
+            ]
+        )
+        click.echo(f"{r['name']:<{width}}  {flags}  {r['plugin']:<12}  {r['description'][:80]}")
+    if rows and not as_json:
+        click.echo("\nflags: R read-only, C concurrency-safe, A approval-required, H hidden", err=True)
+
+
+@tools.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def show_tool(app: Any, *, name: str, as_json: bool) -> None:
+    """Show one tool's definition, prompt and metadata."""
+    import json
+
+    from norma_cli.errors import NormaError
+
+    rt = app.runtime(with_store=False)
+    tool = rt.registry.get(name)
+    if tool is None:
+        raise NormaError(f"unknown tool: {name}")
+    info = {
+        **tool.definition(),
+        "prompt": tool.prompt,
+        "plugin": tool.plugin,
+        "hidden": rt.registry.is_hidden(name),
+        **tool.metadata(),
+    }
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(f"{tool.name}  (plugin: {tool.plugin})")
+    click.echo(f"  {'  '.join(k for k, v in tool.metadata().items() if v) or 'no flags'}")
+    click.echo(f"\n{tool.description}\n")
+    if tool.prompt:
+        click.echo(f"{tool.prompt}\n")
+    click.echo(json.dumps(tool.input_schema, indent=2))
+
+
+def _attach_lint() -> None:
+    from norma_cli.cli.lint import lint
+
+    tools.add_command(lint)
+
+
+try:
+    _attach_lint()
+except ImportError:
+    pass

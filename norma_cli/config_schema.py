@@ -1,0 +1,171 @@
+"""The shape of norma's TOML configuration, and a validator that names file, line and key.
+
+Every key norma reads is declared here; an unknown key is an error (a typo must never turn a
+rule off silently). ``config.example.toml`` documents each of them and is checked against this
+schema by the tests.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from norma_cli.errors import ConfigError
+
+
+class Spec:
+    def check(self, value: Any, path: str, fail: Fail) -> None:
+        raise NotImplementedError
+
+
+class Fail:
+    """Raises a ConfigError pointing at the key (the locator maps key paths to lines)."""
+
+    def __init__(self, source: str, locate: Any) -> None:
+        self.source = source
+        self.locate = locate
+
+    def __call__(self, path: str, message: str) -> None:
+        line = self.locate(path)
+        where = f"{self.source}:{line}" if line else self.source
+        raise ConfigError(f"{where}: {path}: {message}")
+
+
+@dataclass
+class Scalar(Spec):
+    kind: type | tuple[type, ...]
+    label: str
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+
+    def check(self, value: Any, path: str, fail: Fail) -> None:
+        if isinstance(value, bool) and bool not in _kinds(self.kind):
+            fail(path, f"expected {self.label}, got {type(value).__name__}")
+        if not isinstance(value, self.kind):
+            fail(path, f"expected {self.label}, got {_tname(value)}")
+        if self.choices and value not in self.choices:
+            fail(path, f"expected one of {', '.join(map(repr, self.choices))}, got {value!r}")
+        if self.minimum is not None and value < self.minimum:
+            fail(path, f"must be at least {self.minimum:g}, got {value!r}")
+
+
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _tname(value: Any) -> str:
+    return {dict: "table", list: "array", str: "string", int: "integer", float: "float", bool: "boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+@dataclass
+class ListOf(Spec):
+    item: Spec
+
+    def check(self, value: Any, path: str, fail: Fail) -> None:
+        if not isinstance(value, list):
+            fail(path, f"expected an array, got {_tname(value)}")
+        for i, item in enumerate(value):
+            self.item.check(item, f"{path}[{i}]", fail)
+
+
+@dataclass
+class Table(Spec):
+    keys: dict[str, Spec]
+    required: tuple[str, ...] = ()
+
+    def check(self, value: Any, path: str, fail: Fail) -> None:
+        if not isinstance(value, dict):
+            fail(path, f"expected a table, got {_tname(value)}")
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else key
+            spec = self.keys.get(key)
+            if spec is None:
+                known = ", ".join(sorted(self.keys))
+                fail(sub, f"unknown key {key!r} (known: {known})")
+            else:
+                spec.check(item, sub, fail)
+        for key in self.required:
+            if key not in value:
+                fail(path, f"missing required key {key!r}")
+
+
+@dataclass
+class MapOf(Spec):
+    """A table whose keys are names chosen by the user (agents, servers, providers)."""
+
+    item: Spec
+    key_pattern: str = r"^[A-Za-z0-9_.-]+$"
+
+    def check(self, value: Any, path: str, fail: Fail) -> None:
+        if not isinstance(value, dict):
+            fail(path, f"expected a table, got {_tname(value)}")
+        for key, item in value.items():
+            sub = f"{path}.{key}"
+            if not re.match(self.key_pattern, key):
+                fail(sub, f"invalid name {key!r}")
+            self.item.check(item, sub, fail)
+
+
+class AnyValue(Spec):
+    def check(self, value: Any, path: str, fail: Fail) -> None:
+        return None
+
+
+STR = Scalar(str, "a string")
+BOOL = Scalar(bool, "a boolean")
+INT = Scalar(int, "an integer", minimum=0)
+NUM = Scalar((int, float), "a number", minimum=0)
+STRS = ListOf(STR)
+DECISION = Scalar(str, "a decision", ("allow", "ask", "deny"))
+MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
+HOOK_EVENTS = (
+    "PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
+    "SessionStart", "SessionEnd", "Stop", "SubagentStart",
+)
+
+HOOK = Table(
+    {
+        "matcher": STR,
+        "command": STR,
+        "timeout": NUM,
+        "on_error": Scalar(str, "an on_error action", ("block", "ignore")),
+    },
+    required=("command",),
+)
+
+RULE = Table(
+    {
+        "rule": STR,
+        "decision": DECISION,
+        "match": ListOf(AnyValue()),
+        "not_match": ListOf(AnyValue()),
+        "reason": STR,
+    },
+    required=("rule", "decision"),
+)
+
+SCHEMA = Table(
+    {
+        "permissions": Table(
+            {
+                "mode": Scalar(str, "a permission mode", MODES),
+                "roots": STRS,
+                "allow": STRS,
+                "ask": STRS,
+                "deny": STRS,
+                "rules": ListOf(RULE),
+            }
+        ),
+        "hooks": Table({event: ListOf(HOOK) for event in HOOK_EVENTS}),
+        "output": Table({"max_chars": Scalar(int, "an integer", minimum=100), "spill_dir": STR}),
+        "store": Table({"url": STR}),
+        "tools": Table({"builtin": STRS}),
+    }
+)
+
+
+def validate(data: dict[str, Any], source: str, locate: Any) -> None:
+    SCHEMA.check(data, "", Fail(source, locate))

@@ -1,0 +1,194 @@
+"""Loading plugins and collecting what they register, each item tagged with its plugin.
+
+Plugins are found through the ``norma`` entry-point group. ``NORMA_LOAD_PLUGINS`` (a comma
+list; empty = none) limits which load, so a test run or a CI job never picks up a developer's
+own installed plugins by accident.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from norma_cli.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from norma_cli.core.contract import CallContext, Decision, Tool
+    from norma_cli.core.hooks import HookRunner
+    from norma_cli.core.registry import ToolRegistry
+    from norma_cli.policy.rules import Rule
+
+GROUP = "norma"
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    version: str
+    module: str
+    hooks: list[str] = field(default_factory=list)
+    entry_point: str = ""
+
+
+class PluginHost:
+    """The pluggy manager plus bookkeeping of which plugin provided what."""
+
+    def __init__(self) -> None:
+        import pluggy
+
+        from norma_cli import hookspecs
+
+        self.pm: pluggy.PluginManager = pluggy.PluginManager("norma")
+        self.pm.add_hookspecs(hookspecs)
+        self.info: dict[str, PluginInfo] = {}
+
+    # ------------------------------------------------------------------ loading
+    def load_entry_points(self) -> None:
+        from importlib.metadata import entry_points
+
+        wanted = _wanted_plugins()
+        for ep in entry_points(group=GROUP):
+            if wanted is not None and ep.name not in wanted:
+                continue
+            if self.pm.has_plugin(ep.name):
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                raise ConfigError(f"plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
+            version = ep.dist.version if ep.dist is not None else "?"
+            self.add(plugin, ep.name, version=version, entry_point=ep.value)
+
+    def add(self, plugin: Any, name: str, *, version: str = "", entry_point: str = "") -> None:
+        try:
+            self.pm.register(plugin, name=name)
+        except Exception as exc:  # pluggy validates hook names and signatures
+            raise ConfigError(f"plugin {name!r} is invalid: {exc}") from None
+        module = getattr(plugin, "__name__", type(plugin).__name__)
+        hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
+        self.info[name] = PluginInfo(name, version, module, hooks, entry_point)
+
+    def remove(self, name: str) -> None:
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin)
+        self.info.pop(name, None)
+
+    def _impls(self, hook: str) -> list[Any]:
+        caller = getattr(self.pm.hook, hook)
+        # pluggy returns LIFO-ordered impls for calling; registration order is the reverse.
+        return list(reversed(caller.get_hookimpls()))
+
+    def _call_each(self, hook: str, make_register: Callable[[str], Callable[..., Any]]) -> None:
+        for impl in self._impls(hook):
+            try:
+                impl.function(make_register(impl.plugin_name))
+            except ConfigError:
+                raise
+            except Exception as exc:
+                raise ConfigError(f"plugin {impl.plugin_name!r} failed in {hook}: {type(exc).__name__}: {exc}") from None
+
+    # ------------------------------------------------------------------ registration hooks
+    def register_tools(self, registry: ToolRegistry) -> None:
+        def make(plugin: str) -> Callable[..., Any]:
+            def register(tool_or_function: Any, name: str | None = None, **meta: Any) -> Any:
+                return registry.register(tool_or_function, name, plugin=plugin, **meta)
+
+            return register
+
+        self._call_each("register_tools", make)
+
+    def permission_rules(self) -> list[Rule]:
+        from norma_cli.policy.rules import Rule
+
+        rules: list[Rule] = []
+
+        def make(plugin: str) -> Callable[..., Any]:
+            def register(rule: str, decision: str) -> None:
+                if decision not in ("allow", "ask", "deny"):
+                    raise ConfigError(f"plugin {plugin!r}: decision must be allow, ask or deny, got {decision!r}")
+                rules.append(Rule.parse(rule, decision, f"plugin:{plugin}"))  # type: ignore[arg-type]
+
+            return register
+
+        self._call_each("register_permission_rules", make)
+        return rules
+
+    def add_event_hooks(self, runner: HookRunner) -> None:
+        from norma_cli.core.hooks import EVENT_HOOKS, CallableHook
+
+        for event, hook_name in EVENT_HOOKS.items():
+            for impl in self._impls(hook_name):
+                runner.add(CallableHook(event, _event_caller(impl.function), f"plugin:{impl.plugin_name}"))
+
+    def register_commands(self, cli: Any) -> None:
+        for impl in self._impls("register_commands"):
+            try:
+                impl.function(cli=cli)
+            except Exception as exc:
+                raise ConfigError(f"plugin {impl.plugin_name!r} failed in register_commands: {exc}") from None
+
+    # ------------------------------------------------------------------ decision hooks
+    def has(self, hook: str) -> bool:
+        return bool(self._impls(hook))
+
+    def permission_opinion(self, tool: Tool, call: dict[str, Any], ctx: CallContext) -> Decision | None:
+        """Ask every plugin; combine as a veto (deny > ask > allow > no opinion)."""
+        from norma_cli.core.contract import Decision
+
+        rank = {"deny": 3, "ask": 2, "allow": 1}
+        best: Decision | None = None
+        for impl in self._impls("permission_decision"):
+            source = f"plugin:{impl.plugin_name}"
+            try:
+                answer = impl.function(tool=tool, call=call, context=ctx)
+                verdict = _as_decision(answer, "plugin", source)
+            except Exception as exc:
+                verdict = Decision.deny("plugin", f"{source} raised {type(exc).__name__}: {exc} (fail closed)")
+            if verdict is not None and (best is None or rank[verdict.behavior] > rank[best.behavior]):
+                best = verdict
+        return best
+
+    def resolve_ask(self, tool: Tool, call: dict[str, Any], decision: Decision, ctx: CallContext) -> Decision | None:
+        from norma_cli.core.contract import Decision
+
+        for impl in self._impls("resolve_ask"):
+            source = f"plugin:{impl.plugin_name}"
+            try:
+                answer = impl.function(tool=tool, call=call, decision=decision, context=ctx)
+                verdict = _as_decision(answer, "plugin", source)
+            except Exception as exc:
+                return Decision.deny("plugin", f"{source} raised {type(exc).__name__}: {exc} (fail closed)")
+            if verdict is not None:
+                return verdict
+        return None
+
+
+def _event_caller(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
+    def call(payload: dict[str, Any]) -> Any:
+        return fn(event=payload)
+
+    return call
+
+
+def _as_decision(answer: Any, stage: str, source: str) -> Decision | None:
+    from norma_cli.core.contract import Decision, RuleRef
+
+    if answer is None:
+        return None
+    if isinstance(answer, Decision):
+        return answer
+    if answer in ("allow", "deny", "ask"):
+        return Decision(answer, stage, f"{answer} by {source}", rule=RuleRef(source, source))
+    raise ValueError(f"unexpected answer {answer!r}")
+
+
+def _wanted_plugins() -> set[str] | None:
+    raw = os.environ.get("NORMA_LOAD_PLUGINS")
+    if raw is None:
+        return None
+    return {p.strip() for p in raw.split(",") if p.strip()}

@@ -1,0 +1,215 @@
+"""Assembling a runnable norma from configuration, plugins and command-line options.
+
+``Runtime.build`` is the one place that wires registry, rules, hooks, store, output cap and
+executor together; CLI commands and embedding code both go through it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from norma_cli.config import Config, Layer, data_dir, load
+from norma_cli.core.contract import CallContext, Decision, Tool, ToolCall
+from norma_cli.core.executor import Executor
+from norma_cli.core.hooks import DEFAULT_TIMEOUT, CommandHook, HookRunner
+from norma_cli.core.output import DEFAULT_MAX_CHARS, OutputCapper
+from norma_cli.core.permission import PermissionEngine
+from norma_cli.core.registry import ToolRegistry
+from norma_cli.errors import ConfigError, UsageError
+from norma_cli.plugins import PluginHost
+from norma_cli.policy.rules import Rule, RuleSet
+from norma_cli.session import Session, new_session_id
+from norma_cli.store.sqlite import Store
+
+
+@dataclass
+class Options:
+    """Everything the command line can say about how to build the runtime."""
+
+    cwd: Path | None = None
+    config: Path | None = None
+    agent: str | None = None
+    mode: str | None = None
+    allow: tuple[str, ...] = ()
+    ask: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    session_id: str | None = None
+    interactive: bool | None = None  # None: ask on a TTY when there is one
+    with_store: bool = True
+
+
+@dataclass
+class Runtime:
+    options: Options
+    config: Config
+    plugins: PluginHost
+    registry: ToolRegistry
+    rules: RuleSet
+    hooks: HookRunner
+    engine: PermissionEngine
+    capper: OutputCapper
+    session: Session
+    store: Store | None
+    executor: Executor = field(init=False)
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, options: Options) -> Runtime:
+        cwd = (options.cwd or Path.cwd()).resolve()
+        if not cwd.is_dir():
+            raise UsageError(f"--cwd {cwd}: not a directory")
+        cli_layer: dict[str, Any] = {}
+        if options.mode:
+            cli_layer.setdefault("permissions", {})["mode"] = options.mode
+        config = load(cwd, options.config, cli_layer or None)
+
+        plugins = PluginHost()
+        plugins.load_entry_points()
+
+        registry = ToolRegistry()
+        builtin_names = config.get("tools", "builtin")
+        from norma_cli.tools.builtin import builtin_tools
+
+        for tool in builtin_tools(builtin_names):
+            registry.register(tool, plugin="builtin")
+        plugins.register_tools(registry)
+
+        rules = RuleSet(_config_rules(config.layers))
+        rules.extend(plugins.permission_rules())
+        for behavior, texts in (("allow", options.allow), ("ask", options.ask), ("deny", options.deny)):
+            for text in texts:
+                rules.add(Rule.parse(text, behavior, f"--{behavior}"))  # type: ignore[arg-type]
+
+        hooks = HookRunner()
+        plugins.add_event_hooks(hooks)
+        for layer in config.layers:
+            for event, entries in (layer.effective.get("hooks") or {}).items():
+                for i, entry in enumerate(entries):
+                    hooks.add(CommandHook(
+                        event,
+                        entry["command"],
+                        matcher=entry.get("matcher"),
+                        timeout=float(entry.get("timeout", DEFAULT_TIMEOUT)),
+                        on_error=entry.get("on_error"),
+                        source=layer.source_of(f"hooks.{event}[{i}]"),
+                        cwd=str(cwd),
+                    ))
+
+        home = data_dir()
+        output = config.data.get("output") or {}
+        spill_dir = Path(output["spill_dir"]).expanduser() if "spill_dir" in output else home / "outputs"
+        capper = OutputCapper(int(output.get("max_chars", DEFAULT_MAX_CHARS)), spill_dir)
+
+        store = None
+        if options.with_store:
+            url = config.get("store", "url") or f"sqlite:///{home / 'norma.db'}"
+            store = Store.open(url)
+
+        perms = config.data.get("permissions") or {}
+        mode = perms.get("mode", "default")
+        roots = tuple((cwd / Path(r).expanduser()).resolve() for r in perms.get("roots", ["."]))
+        engine = PermissionEngine(rules, plugins.permission_opinion if plugins.has("permission_decision") else None)
+        session = Session(
+            id=options.session_id or new_session_id(),
+            cwd=cwd,
+            roots=roots,
+            mode=mode,
+            agent=options.agent,
+            data_dir=home,
+            capper=capper,
+            hooks=hooks,
+        )
+        rt = cls(options, config, plugins, registry, rules, hooks, engine, capper, session, store)
+        rt.warnings.extend(config.warnings)
+        _check_rule_examples(config.layers, registry, session)
+        rt.executor = Executor(
+            registry, engine, hooks, capper, rt.context(), store=store, resolve_ask=rt.resolve_ask
+        )
+        return rt
+
+    def context(self) -> CallContext:
+        s = self.session
+        return CallContext(session_id=s.id, cwd=s.cwd, roots=s.roots, mode=s.mode, agent=s.agent, session=s)
+
+    # ------------------------------------------------------------------ ask resolution
+    def resolve_ask(self, tool: Tool, call: ToolCall, decision: Decision, ctx: CallContext) -> Decision:
+        """A plugin's ``resolve_ask``, then a person at the terminal; nobody → deny."""
+        if self.plugins.has("resolve_ask"):
+            answer = self.plugins.resolve_ask(tool, call.input, decision, ctx)
+            if answer is not None:
+                return answer
+        if self._interactive():
+            return _prompt_tty(tool, call, decision)
+        return Decision.deny("ask", f"{decision.reason}; no approver available (not a terminal)")
+
+    def _interactive(self) -> bool:
+        if self.options.interactive is not None:
+            return self.options.interactive
+        return sys.stderr.isatty() and not os.environ.get("CI")
+
+    def close(self, reason: str = "exit") -> None:
+        try:
+            self.session.close(reason)
+        finally:
+            if self.store is not None:
+                self.store.close()
+
+
+def _config_rules(layers: list[Layer]) -> list[Rule]:
+    rules: list[Rule] = []
+    for layer in layers:
+        perms = layer.effective.get("permissions") or {}
+        for behavior in ("deny", "ask", "allow"):
+            for i, text in enumerate(perms.get(behavior, [])):
+                source = layer.source_of(f"permissions.{behavior}[{i}]", text)
+                rules.append(Rule.parse(text, behavior, source))
+        for i, entry in enumerate(perms.get("rules", [])):
+            source = layer.source_of(f"permissions.rules[{i}].rule")
+            rules.append(Rule.parse(entry["rule"], entry["decision"], source))
+    return rules
+
+
+def _check_rule_examples(layers: list[Layer], registry: ToolRegistry, session: Session) -> None:
+    """A long-form rule's ``match``/``not_match`` examples must hold, or the config does not load."""
+    from norma_cli.policy.selftest import check_examples
+
+    for layer in layers:
+        perms = layer.effective.get("permissions") or {}
+        for i, entry in enumerate(perms.get("rules", [])):
+            if not entry.get("match") and not entry.get("not_match"):
+                continue
+            source = layer.source_of(f"permissions.rules[{i}].rule")
+            rule = Rule.parse(entry["rule"], entry["decision"], source)
+            ctx = CallContext(session_id=session.id, cwd=session.cwd, roots=session.roots, mode="default")
+            failures = check_examples(rule, entry.get("match", []), entry.get("not_match", []), ctx, registry)
+            if failures:
+                raise ConfigError(f"{source}: rule {rule.text!r}: {failures[0]}")
+
+
+def _prompt_tty(tool: Tool, call: ToolCall, decision: Decision) -> Decision:
+    import json
+
+    try:
+        tty = open("/dev/tty", "r+", encoding="utf-8")  # noqa: SIM115
+    except OSError:
+        return Decision.deny("ask", f"{decision.reason}; no terminal to ask")
+    with tty:
+        shown = json.dumps(call.input, ensure_ascii=False)
+        if len(shown) > 2000:
+            shown = shown[:2000] + "…"
+        tty.write(f"\nnorma: {tool.name} {shown}\n  {decision.reason}\n  Allow this call? [y/N] ")
+        tty.flush()
+        answer = tty.readline().strip().lower()
+    if answer in ("y", "yes"):
+        return Decision.allow("user", "approved at the terminal")
+    return Decision.deny("user", "refused at the terminal")
+
+
+def load_registry_for_lint(ctx_obj: Any) -> list[dict[str, Any]]:
+    """Definitions of every registered tool, for ``norma tools lint`` without PATH."""
+    rt = ctx_obj.runtime(with_store=False)
+    return [t.definition() for t in rt.registry.all()]

@@ -1,0 +1,321 @@
+"""The foreground ``Bash`` tool (SPEC §6). It is not a sandbox and says so.
+
+The command runs as ``bash -c COMMAND`` (``/bin/sh`` where bash is missing) in the working
+directory, in a new session and so a new process group, with stdin from /dev/null and
+stderr merged into stdout. Output streams into the session's ``OutputCapper`` writer as it
+arrives, so a huge output is spilled to a file instead of being held in memory.
+
+Timeouts and leftovers end the whole process group, not just the shell: ``sleep 30 & sleep
+30`` must not leave a sleeper behind. A foreground command is over when its shell exits;
+anything it left running in its group is ended then too (background tasks, a later feature,
+are the way to keep a process alive).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from norma_cli.core.contract import CallContext, Tool, ToolOutput
+from norma_cli.core.output import CAPPED, SPILL, capped_text
+
+if TYPE_CHECKING:
+    from norma_cli.core.output import OutputCapper, SpillWriter
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL
+DRAIN_AFTER_EXIT_S = 0.5  # how long output from leftovers is still read after the shell exits
+MAX_COLLECT_CHARS = 8_000_000  # memory bound when no capper streams the output
+CHUNK = 65536
+
+
+class BashTool(Tool):
+    name = "Bash"
+    description = (
+        "Run a shell command with bash in the working directory and return its combined "
+        "stdout and stderr and its exit code. Bash is NOT a sandbox: the command runs with "
+        "norma's own user rights and can read, change or delete anything that user can, "
+        "anywhere on the system; the file tools' root confinement does not apply to it. "
+        f"Foreground only; timeout in milliseconds (default {DEFAULT_TIMEOUT_MS}, max "
+        f"{MAX_TIMEOUT_MS})."
+    )
+    prompt = (
+        "Use Bash for builds, tests, git and other programs. Prefer Read/Write/Edit/LS/Glob for "
+        "files. stdin is /dev/null, so interactive programs fail; pass flags such as --yes or "
+        "--no-pager. Quote paths with spaces. Chain dependent steps with &&. When the command "
+        "returns, processes it left running are ended; a command that outlives `timeout` is "
+        "killed with its whole process group and you get the output so far. Give a short "
+        "`description` of what the command does."
+    )
+    input_schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1, "description": "The command to run."},
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT_MS,
+                "default": DEFAULT_TIMEOUT_MS,
+                "description": f"Timeout in milliseconds (default {DEFAULT_TIMEOUT_MS}, max {MAX_TIMEOUT_MS}).",
+            },
+            "description": {
+                "type": "string",
+                "description": "What the command does, in 5-10 words (shown to the person approving it).",
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "default": False,
+                "description": "Run as a background task (not enabled yet: must be false).",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    read_only = False
+    concurrency_safe = False
+    requires_approval = True
+    destructive = True
+    raw_input = False
+    timeout = None  # bounded by the command's own timeout, enforced here
+
+    def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
+        if tool_input.get("run_in_background"):
+            return ToolOutput.error(
+                "background tasks are not enabled; run the command in the foreground "
+                "(run_in_background: false)"
+            )
+        command = tool_input["command"]
+        timeout_ms = min(int(tool_input.get("timeout") or DEFAULT_TIMEOUT_MS), MAX_TIMEOUT_MS)
+        shell = shutil.which("bash") or "/bin/sh"
+        sink = _Sink(getattr(ctx.session, "capper", None))
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                [shell, "-c", command],
+                cwd=ctx.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so we can end all of it
+                close_fds=True,
+            )
+        except OSError as exc:
+            sink.abort()
+            return ToolOutput.error(f"cannot start {shell} in {ctx.cwd}: {exc.strerror or exc}")
+        pgid = proc.pid
+        leftovers = False
+        try:
+            timed_out = _pump(proc, sink, started + timeout_ms / 1000)
+            if timed_out:
+                _end_group(proc, pgid)
+            elif _group_alive(pgid):
+                leftovers = True
+                _end_group(proc, pgid)
+            assert proc.stdout is not None
+            _drain(proc.stdout.fileno(), sink)
+            code = proc.wait()
+        except BaseException:
+            _end_group(proc, pgid)
+            sink.abort()
+            raise
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
+        duration = round(time.monotonic() - started, 3)
+        text, meta = sink.finish()
+        notes: list[str] = []
+        if timed_out:
+            notes.append(
+                f"Command timed out after {timeout_ms / 1000:g}s; its process group was killed."
+            )
+        elif leftovers:
+            notes.append("[processes the command left running were ended]")
+        if not timed_out and code != 0:
+            notes.append(_exit_text(code))
+        if not text and not notes:
+            text = "(no output)"
+        body = "\n\n".join(p for p in (text, *notes) if p)
+        meta.update(
+            exit_code=None if timed_out else code, duration=duration, timed_out=timed_out,
+            pgid=pgid, shell=shell,
+        )
+        return ToolOutput.text(body, is_error=timed_out or code != 0, **meta)
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"exit code {code} (killed by signal {signal.Signals(-code).name})"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+class _Sink:
+    """Where output goes: the capper's spill writer when the session has one, else a list."""
+
+    def __init__(self, capper: OutputCapper | None) -> None:
+        self.writer: SpillWriter | None = capper.writer(prefix="Bash") if capper is not None else None
+        self.decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        self.parts: list[str] = []
+        self.kept = 0
+        self.total = 0
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        # surrogateescape keeps undecodable bytes, so the spill file is byte-exact
+        self.write(self.decoder.decode(data, final))
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        if self.writer is not None:
+            self.writer.write(text)
+            return
+        self.total += len(text)
+        if self.kept < MAX_COLLECT_CHARS:
+            piece = text[: MAX_COLLECT_CHARS - self.kept]
+            self.parts.append(piece)
+            self.kept += len(piece)
+
+    def finish(self) -> tuple[str, dict[str, Any]]:
+        self.feed(b"", final=True)
+        if self.writer is None:
+            text = _printable("".join(self.parts))
+            if self.total > self.kept:  # the executor's capper will cap this further
+                return capped_text(text, self.total, None), {}
+            return text.rstrip("\n"), {}
+        writer, self.writer = self.writer, None
+        try:
+            spill = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        if not writer.over_cap:
+            return _printable(writer.head).rstrip("\n"), {}
+        meta: dict[str, Any] = {CAPPED: True}
+        if spill is not None:
+            meta[SPILL] = spill
+        return capped_text(_printable(writer.head), writer.chars, spill), meta
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
+            self.writer = None
+
+
+def _printable(text: str) -> str:
+    # what the model sees must be valid Unicode: escaped raw bytes become U+FFFD
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float) -> bool:
+    """Stream output until EOF (or the shell exited and leftovers went quiet). True on timeout."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at >= DRAIN_AFTER_EXIT_S:
+                return False  # the shell is done; a leftover still holds the pipe open
+            wait = min(deadline - now, 0.1 if exited_at is None else DRAIN_AFTER_EXIT_S)
+            if not sel.select(wait):
+                continue
+            try:
+                data = os.read(fd, CHUNK)
+            except BlockingIOError:
+                continue
+            if not data:
+                break
+            sink.feed(data)
+    # EOF: everyone closed the pipe; the shell may still be running (e.g. `exec >&-; sleep 9`)
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def _drain(fd: int, sink: _Sink) -> None:
+    """Read what is left in the pipe without blocking (after the group was ended)."""
+    os.set_blocking(fd, False)
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        try:
+            data = os.read(fd, CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            return
+        if not data:
+            return
+        sink.feed(data)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is still in the group."""
+    if sys.platform.startswith("linux") and os.path.isdir("/proc/self"):
+        return bool(group_members(pgid))
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) pids in process group ``pgid``, read from /proc (Linux)."""
+    members: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid:
+            members.append(int(name))
+    return members
+
+
+def _end_group(proc: subprocess.Popen[bytes], pgid: int) -> None:
+    """SIGTERM the group, then SIGKILL whatever is still there after a short grace."""
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            pass
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            proc.poll()  # reap the shell so its zombie does not count as alive
+            if not _group_alive(pgid):
+                break
+            time.sleep(0.02)
+        else:
+            continue
+        break
+    proc.poll()
+
+
+__all__ = ["DEFAULT_TIMEOUT_MS", "MAX_TIMEOUT_MS", "BashTool", "group_members"]
