@@ -105,7 +105,13 @@ def _read_layer(kind: str, path: Path) -> Layer:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        message = str(exc)
+        m = re.search(r"\(at line (\d+), column \d+\)", message)
+        if m:
+            line = int(m.group(1))
+        else:  # "at end of document"
+            line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+        raise ConfigError(f"{path}:{line}: invalid TOML: {message}") from None
     layer = Layer(kind, path, data, text, digest=hashlib.sha256(raw).hexdigest())
     from norma_cli import config_schema
 

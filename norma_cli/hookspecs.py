@@ -86,8 +86,8 @@ def register_commands(cli: Any) -> None:
 
     :param cli: the root ``click.Group``; call ``cli.add_command(...)``.
 
-    Plugin commands are loaded when first invoked (``norma --help`` stays fast and does not
-    import plugins); ``norma plugins list`` shows them.
+    Called once per plugin when a command name is not a built-in one: plugin commands load
+    when first invoked (``norma --help`` stays fast and does not import plugins).
     """
 
 

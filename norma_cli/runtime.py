@@ -40,6 +40,8 @@ class Options:
     session_id: str | None = None
     interactive: bool | None = None  # None: ask on a TTY when there is one
     with_store: bool = True
+    # In-process plugins (name, object) registered after the entry-point plugins (embedding, tests).
+    plugins: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass
@@ -69,13 +71,15 @@ class Runtime:
 
         plugins = PluginHost()
         plugins.load_entry_points()
+        for name, plugin in options.plugins:
+            plugins.add(plugin, name)
 
         registry = ToolRegistry()
         builtin_names = config.get("tools", "builtin")
-        from norma_cli.tools.builtin import builtin_tools
+        from norma_cli.tools.builtin import builtin_factories
 
-        for tool in builtin_tools(builtin_names):
-            registry.register(tool, plugin="builtin")
+        for name, factory in builtin_factories(builtin_names).items():
+            registry.register_lazy(name, factory)
         plugins.register_tools(registry)
 
         rules = RuleSet(_config_rules(config.layers))

@@ -30,6 +30,8 @@ MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto
 
 
 class LazyGroup(click.Group):
+    _plugins_loaded = False
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMANDS, *self.commands})
 
@@ -40,8 +42,13 @@ class LazyGroup(click.Group):
             command: click.Command = getattr(import_module(module), attr)
             return command
         command_or_none = super().get_command(ctx, cmd_name)
-        if command_or_none is None and ctx.obj is not None and not ctx.resilient_parsing:
-            ctx.obj.load_plugin_commands(self)  # plugin commands load only when asked for
+        if command_or_none is None and not ctx.resilient_parsing and not self._plugins_loaded:
+            self._plugins_loaded = True  # plugin commands load only when asked for
+            from norma_cli.plugins import PluginHost
+
+            host = PluginHost()
+            host.load_entry_points()
+            host.register_commands(self)
             command_or_none = super().get_command(ctx, cmd_name)
         return command_or_none
 
@@ -79,12 +86,6 @@ class App:
             rt, self._runtime = self._runtime, None
             rt.close(reason)
 
-    def load_plugin_commands(self, group: click.Group) -> None:
-        from norma_cli.plugins import PluginHost
-
-        host = PluginHost()
-        host.load_entry_points()
-        host.register_commands(group)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 @click.option("--arg", "args", multiple=True, metavar="KEY=VALUE", help="One input field (VALUE parsed as JSON when it is valid JSON).")
 @click.option("--calls", metavar="FILE|-", help="JSONL of tool_use blocks (Anthropic or OpenAI shape); '-' reads stdin.")
 @click.option("--max-concurrency", default=8, show_default=True, type=click.IntRange(1, 256), help="Parallel concurrency-safe calls in a batch.")
-@click.option("--no-wait", is_flag=True, help="Do not wait for an approval; exit 4 with the pending id.")
 @click.option("--dry-run", is_flag=True, help="Decide (lookup, schema, permission) without running the tool.")
 @click.option("--text", "text_only", is_flag=True, help="Print only the text content of the result.")
 @click.pass_obj
@@ -30,7 +29,6 @@ def run(
     args: tuple[str, ...],
     calls: str | None,
     max_concurrency: int,
-    no_wait: bool,
     dry_run: bool,
     text_only: bool,
 ) -> None:

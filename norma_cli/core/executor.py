@@ -12,8 +12,8 @@ to record the trace, which is reported (an unrecorded call must not look like a 
 from __future__ import annotations
 
 import inspect
+import os
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,7 +95,7 @@ class Executor:
     # ------------------------------------------------------------------ one call
     def run(self, call: ToolCall) -> ToolResult:
         trail = Trail()
-        meta = CallMeta(trace_id=uuid.uuid4().hex)
+        meta = CallMeta(trace_id=os.urandom(16).hex())
         ctx = self._context(call)
         meta.input_digest = _digest(call.input)
         try:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +51,9 @@ class SpillWriter:
         self._final: Path | None = None
         if spill_dir is not None:
             spill_dir.mkdir(parents=True, exist_ok=True)
-            self._final = spill_dir / f"{prefix}-{uuid.uuid4().hex}.txt"
+            import tempfile
+
+            self._final = spill_dir / f"{prefix}-{os.urandom(16).hex()}.txt"
             fd, tmp = tempfile.mkstemp(dir=spill_dir, prefix=".spill-")
             self._tmp = Path(tmp)
             self._fh = os.fdopen(fd, "wb")

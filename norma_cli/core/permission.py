@@ -49,7 +49,8 @@ class PermissionEngine:
         # 1. deny
         m = self.rules.find("deny", tool, tool_input, ctx)
         if m is not None:
-            return Decision.deny("rule", f"denied by rule {m.rule.text}", rule=m.rule.ref, subcommands=m.subcommands)
+            return Decision.deny(m.stage, m.reason or f"denied by rule {m.rule.text}", rule=m.rule.ref,
+                                 subcommands=m.subcommands)
         if own is not None and own.behavior == "deny":
             return Decision.deny("tool", own.reason or f"{tool.name} refused this input")
         if plugin is not None and plugin.behavior == "deny":
@@ -67,7 +68,8 @@ class PermissionEngine:
         # 3. ask beats allow
         m = self.rules.find("ask", tool, tool_input, ctx)
         if m is not None:
-            return Decision.ask("rule", f"rule {m.rule.text} asks for approval", rule=m.rule.ref, subcommands=m.subcommands)
+            return Decision.ask(m.stage, m.reason or f"rule {m.rule.text} asks for approval", rule=m.rule.ref,
+                                subcommands=m.subcommands)
         if own is not None and own.behavior == "ask":
             return Decision.ask("tool", own.reason or f"{tool.name} asks for approval")
         if plugin is not None and plugin.behavior == "ask":
@@ -76,7 +78,7 @@ class PermissionEngine:
         # 4. allow
         m = self.rules.find("allow", tool, tool_input, ctx)
         if m is not None:
-            return Decision.allow("rule", f"allowed by rule {m.rule.text}", rule=m.rule.ref,
+            return Decision.allow(m.stage, m.reason or f"allowed by rule {m.rule.text}", rule=m.rule.ref,
                                   subcommands=m.subcommands, updated_input=_rewrite(own, plugin))
         paths_inside = self._paths_inside(tool, tool_input, ctx)
         if mode == "acceptEdits" and tool.edits_files and paths_inside:

@@ -29,6 +29,9 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        # name -> (factory, plugin): built on first lookup, so a one-shot run imports only
+        # the module of the tool it calls.
+        self._lazy: dict[str, tuple[Callable[[], Tool], str]] = {}
         self._hidden: set[str] = set()
         self._lock = threading.Lock()
         self.replacements: list[Replacement] = []
@@ -59,8 +62,10 @@ class ToolRegistry:
         tool.plugin = plugin
         with self._lock:
             old = self._tools.get(tool.name)
-            if old is not None:
-                self.replacements.append(Replacement(tool.name, old.plugin, plugin))
+            lazy = self._lazy.pop(tool.name, None)
+            if old is not None or lazy is not None:
+                old_plugin = old.plugin if old is not None else lazy[1]  # type: ignore[index]
+                self.replacements.append(Replacement(tool.name, old_plugin, plugin))
             self._tools[tool.name] = tool
             if hidden:
                 self._hidden.add(tool.name)
@@ -68,23 +73,42 @@ class ToolRegistry:
                 self._hidden.discard(tool.name)
         return tool
 
+    def register_lazy(self, name: str, factory: Callable[[], Tool], *, plugin: str = "builtin") -> None:
+        """Register a tool built on first use (same replacement rules as ``register``)."""
+        with self._lock:
+            old = self._tools.pop(name, None)
+            if old is not None:
+                self.replacements.append(Replacement(name, old.plugin, plugin))
+            self._lazy[name] = (factory, plugin)
+
     def unregister(self, name: str) -> None:
         with self._lock:
             self._tools.pop(name, None)
+            self._lazy.pop(name, None)
             self._hidden.discard(name)
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        tool = self._tools.get(name)
+        if tool is None and name in self._lazy:
+            with self._lock:
+                entry = self._lazy.pop(name, None)
+                if entry is not None:
+                    factory, plugin = entry
+                    built = factory()
+                    built.name, built.plugin = name, plugin
+                    self._tools[name] = built
+                tool = self._tools.get(name)
+        return tool
 
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        return sorted({*self._tools, *self._lazy})
 
     def all(self) -> list[Tool]:
-        return [self._tools[n] for n in self.names()]
+        return [t for t in (self.get(n) for n in self.names()) if t is not None]
 
     def hide(self, names: Iterable[str]) -> None:
         with self._lock:
-            self._hidden.update(n for n in names if n in self._tools)
+            self._hidden.update(n for n in names if n in self._tools or n in self._lazy)
 
     def is_hidden(self, name: str) -> bool:
         return name in self._hidden
@@ -94,7 +118,7 @@ class ToolRegistry:
         return [t for t in self.all() if t.name not in self._hidden]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._tools or name in self._lazy
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self.names())

@@ -19,6 +19,7 @@ from norma_cli.errors import ConfigError
 
 if TYPE_CHECKING:
     from norma_cli.core.contract import CallContext, Tool
+    from norma_cli.policy.specifiers import RuleGroup
 
 _RULE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_*?\-]+)(?:\((?P<spec>.*)\))?$", re.S)
 BEHAVIORS: tuple[Behavior, ...] = ("deny", "ask", "allow")
@@ -32,6 +33,8 @@ class Rule:
     name: str = ""
     specifier: str | None = None
     _name_re: re.Pattern[str] | None = field(default=None, repr=False)
+    # The parsed specifier (``specifiers.Spec``), filled in by ``specifiers.check_syntax``.
+    compiled: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def parse(cls, text: str, behavior: Behavior, source: str) -> Rule:
@@ -64,8 +67,16 @@ class Rule:
 
 @dataclass
 class RuleMatch:
+    """A rule that covers a call, with per-sub-command verdicts for shell lines.
+
+    ``stage`` is ``rule`` for a configured rule; a synthetic match (the shell parser asking
+    about a line it cannot read) says ``shell`` and explains itself in ``reason``.
+    """
+
     rule: Rule
     subcommands: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+    stage: str = "rule"
 
 
 class RuleSet:
@@ -73,15 +84,21 @@ class RuleSet:
 
     ``find`` answers "does a rule of this behavior cover this call?"; the argument-aware part
     (Bash sub-commands, file paths, domains, parameters) is delegated to the specifier layer.
+    A rule reaches a tool by name, or as a family rule: Read rules govern Grep, Glob and LS;
+    Edit rules govern Write and MultiEdit; Edit, Write and Read rules govern shell
+    redirections. Rules are grouped per (behavior, tool name) once and the groups reused; add
+    rules with ``add``/``extend`` so the groups are rebuilt.
     """
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
         self.rules: dict[Behavior, list[Rule]] = {b: [] for b in BEHAVIORS}
+        self._groups: dict[tuple[Behavior, str], tuple[tuple[int, ...], RuleGroup]] = {}
         for rule in rules:
             self.add(rule)
 
     def add(self, rule: Rule) -> None:
         self.rules[rule.behavior].append(rule)
+        self._groups.clear()
 
     def extend(self, rules: Iterable[Rule]) -> None:
         for rule in rules:
@@ -93,9 +110,21 @@ class RuleSet:
     def find(
         self, behavior: Behavior, tool: Tool, tool_input: dict[str, Any], ctx: CallContext
     ) -> RuleMatch | None:
-        candidates = [r for r in self.rules[behavior] if r.matches_name(tool.name)]
-        if not candidates:
-            return None
+        return self.group(behavior, tool.name).find(tool, tool_input, ctx)
+
+    def group(self, behavior: Behavior, tool_name: str) -> RuleGroup:
         from norma_cli.policy import specifiers
 
-        return specifiers.find_match(behavior, candidates, tool, tool_input, ctx)
+        # Rule lists edited in place (not through ``add``) still invalidate the group.
+        signature = tuple(len(self.rules[b]) for b in BEHAVIORS)
+        cached = self._groups.get((behavior, tool_name))
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        candidates = [r for r in self.rules[behavior] if specifiers.governs(r, tool_name)]
+        # An unconditional allow (``Bash``, ``*``) means the user accepts lines we cannot read.
+        unconditional = any(r.specifier is None and r.matches_name(tool_name) for r in self.rules["allow"])
+        group = specifiers.RuleGroup(
+            behavior, tool_name, candidates, ask_when_not_literal=behavior == "ask" and not unconditional
+        )
+        self._groups[(behavior, tool_name)] = (signature, group)
+        return group

@@ -34,6 +34,9 @@ MAX_TIMEOUT_MS = 600_000
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL
 DRAIN_AFTER_EXIT_S = 0.5  # how long output from leftovers is still read after the shell exits
 MAX_COLLECT_CHARS = 8_000_000  # memory bound when no capper streams the output
+# Disk bound for one command's output (`yes` for two minutes would otherwise fill the disk):
+# beyond it the pipe is still drained, so the command does not stall, but bytes are dropped.
+MAX_OUTPUT_BYTES = 256 * 1024 * 1024
 CHUNK = 65536
 
 
@@ -141,12 +144,20 @@ class BashTool(Tool):
             notes.append("[processes the command left running were ended]")
         if not timed_out and code != 0:
             notes.append(_exit_text(code))
+        if sink.dropped_bytes:
+            notes.append(
+                f"[output over {MAX_OUTPUT_BYTES:,} bytes: the last {sink.dropped_bytes:,} bytes were discarded]"
+            )
         if not text and not notes:
             text = "(no output)"
         body = "\n\n".join(p for p in (text, *notes) if p)
         meta.update(
-            exit_code=None if timed_out else code, duration=duration, timed_out=timed_out,
-            pgid=pgid, shell=shell,
+            exit_code=None if timed_out else code,
+            duration=duration,
+            timed_out=timed_out,
+            pgid=pgid,
+            shell=shell,
+            dropped_bytes=sink.dropped_bytes,
         )
         return ToolOutput.text(body, is_error=timed_out or code != 0, **meta)
 
@@ -164,13 +175,22 @@ class _Sink:
     """Where output goes: the capper's spill writer when the session has one, else a list."""
 
     def __init__(self, capper: OutputCapper | None) -> None:
-        self.writer: SpillWriter | None = capper.writer(prefix="Bash") if capper is not None else None
+        self.writer: SpillWriter | None = (
+            capper.writer(prefix="Bash") if capper is not None else None
+        )
         self.decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self.parts: list[str] = []
         self.kept = 0
         self.total = 0
+        self.raw_bytes = 0
+        self.dropped_bytes = 0
 
     def feed(self, data: bytes, final: bool = False) -> None:
+        room = MAX_OUTPUT_BYTES - self.raw_bytes
+        if len(data) > room:
+            self.dropped_bytes += len(data) - max(room, 0)
+            data = data[: max(room, 0)]
+        self.raw_bytes += len(data)
         # surrogateescape keeps undecodable bytes, so the spill file is byte-exact
         self.write(self.decoder.decode(data, final))
 

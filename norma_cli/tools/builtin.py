@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from importlib import import_module
 from typing import TYPE_CHECKING
 
@@ -23,13 +25,21 @@ BUILTINS: dict[str, str] = {
 DEFAULT_SET = ("Read", "Write", "Edit", "MultiEdit", "LS", "Glob", "Bash")
 
 
-def builtin_tools(names: list[str] | tuple[str, ...] | None = None, source: str = "[tools] builtin") -> list[Tool]:
-    tools: list[Tool] = []
+def builtin_factories(
+    names: list[str] | tuple[str, ...] | None = None, source: str = "[tools] builtin"
+) -> dict[str, Callable[[], Tool]]:
+    """Factories of the chosen built-ins; a tool's module is imported when it is first built."""
+    factories: dict[str, Callable[[], Tool]] = {}
     for name in DEFAULT_SET if names is None else names:
         target = BUILTINS.get(name)
         if target is None:
             known = ", ".join(sorted(BUILTINS))
             raise ConfigError(f"{source}: unknown built-in tool {name!r} (known: {known})")
-        module, cls = target.split(":")
-        tools.append(getattr(import_module(module), cls)())
-    return tools
+        factories[name] = partial(_build, target)
+    return factories
+
+
+def _build(target: str) -> Tool:
+    module, cls = target.split(":")
+    tool: Tool = getattr(import_module(module), cls)()
+    return tool

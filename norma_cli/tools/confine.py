@@ -7,8 +7,9 @@ anything that would leave it:
 
 * ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` where the kernel
   has it (Linux >= 5.6), called through ``syscall(2)``;
-* otherwise (or with ``NORMA_CONFINE=walk``) a walk one component at a time from the root fd, each directory opened with
-  ``O_NOFOLLOW | O_DIRECTORY`` relative to the previous one and the leaf with ``O_NOFOLLOW``.
+* otherwise (or with ``NORMA_CONFINE=walk``) a walk one component at a time from the root
+  fd, each directory opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to the previous one
+  and the leaf with ``O_NOFOLLOW``.
 
 Symlinks. ``locate`` resolves the spelled path (``~``, relative to the cwd, ``..`` and
 symlinks) exactly as the permission engine does, so the tool opens the very path that was
@@ -139,7 +140,13 @@ def _probe_openat2() -> bool:
     if not sys.platform.startswith("linux") or platform.machine().lower() not in _OPENAT2_MACHINES:
         return False
     try:
-        fd = _openat2(os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC), ".", os.O_RDONLY | _O_DIRECTORY, 0, close_dir=True)
+        fd = _openat2(
+            os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC),
+            ".",
+            os.O_RDONLY | _O_DIRECTORY,
+            0,
+            close_dir=True,
+        )
     except OSError:
         return False  # ENOSYS (old kernel), EPERM (seccomp), ...
     os.close(fd)
@@ -162,8 +169,11 @@ def _openat2(dir_fd: int, rel: str, flags: int, mode: int, *, close_dir: bool = 
         path = os.fsencode(rel)
         for _ in range(16):  # EAGAIN: a concurrent rename raced the lookup; try again
             fd = _libc.syscall(
-                ctypes.c_long(_OPENAT2_NR), ctypes.c_long(dir_fd), ctypes.c_char_p(path),
-                buf, ctypes.c_size_t(len(how)),
+                ctypes.c_long(_OPENAT2_NR),
+                ctypes.c_long(dir_fd),
+                ctypes.c_char_p(path),
+                buf,
+                ctypes.c_size_t(len(how)),
             )
             if fd >= 0:
                 return int(fd)
@@ -217,7 +227,11 @@ def _walk(root_fd: int, parts: list[str], flags: int, mode: int) -> int:
     try:
         for i, name in enumerate(parts[:-1]):
             try:
-                nxt = os.open(name, (_O_PATH or os.O_RDONLY) | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=cur)
+                nxt = os.open(
+                    name,
+                    (_O_PATH or os.O_RDONLY) | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC,
+                    dir_fd=cur,
+                )
             except OSError as exc:
                 _refuse_if_link(cur, name, "/".join(parts[: i + 1]), exc)
                 raise

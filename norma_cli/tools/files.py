@@ -203,9 +203,13 @@ class ReadTool(FileTool):
             if media is not None:
                 return self._image(fh, head, st, media, loc)
             if b"\x00" in head:
-                raise FileToolError(f"{raw}: appears to be a binary file; Read shows text and images only")
+                raise FileToolError(
+                    f"{raw}: appears to be a binary file; Read shows text and images only"
+                )
             if st.st_size == 0:
-                return ToolOutput.text(f"{loc.path} is empty (0 bytes).", path=str(loc.path), lines=0)
+                return ToolOutput.text(
+                    f"{loc.path} is empty (0 bytes).", path=str(loc.path), lines=0
+                )
             if st.st_size > MAX_READ_BYTES and offset is None and limit is None:
                 raise FileToolError(
                     f"{raw} is {st.st_size:,} bytes, over the {MAX_READ_BYTES:,}-byte limit for "
@@ -228,15 +232,20 @@ class ReadTool(FileTool):
         if not out:
             return ToolOutput.text(
                 f"{loc.path} has {n} line{'s' if n != 1 else ''}; offset {start} is past the end.",
-                path=str(loc.path), lines=0,
+                path=str(loc.path),
+                lines=0,
             )
         last = start + len(out) - 1
         text = "\n".join(out)
         if more:
             text += f"\n\n[showing lines {start}-{last}; more lines follow: read on with offset={last + 1}]"
-        return ToolOutput.text(text, path=str(loc.path), first_line=start, last_line=last, more=more)
+        return ToolOutput.text(
+            text, path=str(loc.path), first_line=start, last_line=last, more=more
+        )
 
-    def _image(self, fh: BinaryIO, head: bytes, st: os.stat_result, media: str, loc: Location) -> ToolOutput:
+    def _image(
+        self, fh: BinaryIO, head: bytes, st: os.stat_result, media: str, loc: Location
+    ) -> ToolOutput:
         import base64
 
         if st.st_size > MAX_IMAGE_BYTES:
@@ -245,7 +254,9 @@ class ReadTool(FileTool):
             )
         data = head + fh.read(MAX_IMAGE_BYTES + 1 - len(head))
         block = ContentBlock("image", data=base64.b64encode(data).decode("ascii"), media_type=media)
-        return ToolOutput([block], metadata={"path": str(loc.path), "media_type": media, "bytes": len(data)})
+        return ToolOutput(
+            [block], metadata={"path": str(loc.path), "media_type": media, "bytes": len(data)}
+        )
 
 
 # ----------------------------------------------------------------------------- writing
@@ -266,7 +277,9 @@ def write_atomic(loc: Location, data: bytes) -> bool:
         if old is not None and stat.S_ISDIR(old.st_mode):
             raise FileToolError(f"{loc.path}: is a directory")
         if old is not None and stat.S_ISLNK(old.st_mode):
-            raise ConfinementError(f"{loc.path}: refused, it became a symbolic link during the call")
+            raise ConfinementError(
+                f"{loc.path}: refused, it became a symbolic link during the call"
+            )
         fd = open_beneath(parent, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -330,7 +343,10 @@ class WriteTool(FileTool):
         existed = write_atomic(loc, data)
         verb = "Updated" if existed else "Created"
         return ToolOutput.text(
-            f"{verb} {loc.path} ({len(data):,} bytes).", path=str(loc.path), bytes=len(data), created=not existed
+            f"{verb} {loc.path} ({len(data):,} bytes).",
+            path=str(loc.path),
+            bytes=len(data),
+            created=not existed,
         )
 
 
@@ -390,7 +406,9 @@ def _read_for_edit(loc: Location, raw: str) -> str | None:
         return None
     with os.fdopen(fd, "rb") as fh:
         if st.st_size > MAX_EDIT_BYTES:
-            raise FileToolError(f"{raw} is {st.st_size:,} bytes, too large to edit (limit {MAX_EDIT_BYTES:,})")
+            raise FileToolError(
+                f"{raw} is {st.st_size:,} bytes, too large to edit (limit {MAX_EDIT_BYTES:,})"
+            )
         data = fh.read(MAX_EDIT_BYTES + 1)
     if b"\x00" in data[:SNIFF_BYTES]:
         raise FileToolError(f"{raw}: appears to be a binary file; Edit changes text files only")
@@ -410,13 +428,17 @@ def _snippet(content: str, index: int, length: int, context: int = 3, max_lines:
     return "\n".join(clean)
 
 
-def _edit_file(tool_input: dict[str, Any], ctx: CallContext, edits: list[EditSpec], multi: bool) -> ToolOutput:
+def _edit_file(
+    tool_input: dict[str, Any], ctx: CallContext, edits: list[EditSpec], multi: bool
+) -> ToolOutput:
     raw = tool_input["file_path"]
     loc = locate(raw, ctx)
     content = _read_for_edit(loc, raw)
     creating = content is None
     if creating and edits[0].old_string != "":
-        raise FileToolError(f"{raw}: file does not exist (to create it, use Write or an empty old_string)")
+        raise FileToolError(
+            f"{raw}: file does not exist (to create it, use Write or an empty old_string)"
+        )
     text = content or ""
     total = 0
     applied: Applied | None = None
@@ -432,12 +454,16 @@ def _edit_file(tool_input: dict[str, Any], ctx: CallContext, edits: list[EditSpe
     assert applied is not None
     write_atomic(loc, text.encode("utf-8", "surrogateescape"))
     what = "Created" if creating else "Edited"
-    count = f"{len(edits)} edits, {total} replacement{'s' if total != 1 else ''}" if multi else (
-        f"{total} replacement{'s' if total != 1 else ''}"
+    count = (
+        f"{len(edits)} edits, {total} replacement{'s' if total != 1 else ''}"
+        if multi
+        else (f"{total} replacement{'s' if total != 1 else ''}")
     )
     summary = f"{what} {loc.path} ({count})."
     if not multi:
-        summary += " The changed region now reads:\n" + _snippet(text, applied.first_index, applied.new_length)
+        summary += " The changed region now reads:\n" + _snippet(
+            text, applied.first_index, applied.new_length
+        )
     return ToolOutput.text(summary, path=str(loc.path), replacements=total, created=creating)
 
 
@@ -475,7 +501,9 @@ class EditTool(FileTool):
     edits_files = True
 
     def run(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
-        edit = EditSpec(tool_input["old_string"], tool_input["new_string"], bool(tool_input.get("replace_all")))
+        edit = EditSpec(
+            tool_input["old_string"], tool_input["new_string"], bool(tool_input.get("replace_all"))
+        )
         return _edit_file(tool_input, ctx, [edit], multi=False)
 
 
@@ -500,8 +528,14 @@ class MultiEditTool(FileTool):
                 "items": {
                     "type": "object",
                     "properties": {
-                        "old_string": {"type": "string", "description": "The exact text to replace."},
-                        "new_string": {"type": "string", "description": "The text to put in its place."},
+                        "old_string": {
+                            "type": "string",
+                            "description": "The exact text to replace.",
+                        },
+                        "new_string": {
+                            "type": "string",
+                            "description": "The text to put in its place.",
+                        },
                         "replace_all": _REPLACE_ALL,
                     },
                     "required": ["old_string", "new_string"],
@@ -518,7 +552,8 @@ class MultiEditTool(FileTool):
 
     def run(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
         edits = [
-            EditSpec(e["old_string"], e["new_string"], bool(e.get("replace_all"))) for e in tool_input["edits"]
+            EditSpec(e["old_string"], e["new_string"], bool(e.get("replace_all")))
+            for e in tool_input["edits"]
         ]
         return _edit_file(tool_input, ctx, edits, multi=True)
 
@@ -721,7 +756,11 @@ class GlobTool(FileTool):
     )
     input_schema = _schema(
         {
-            "pattern": {"type": "string", "minLength": 1, "description": "The glob pattern to match."},
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The glob pattern to match.",
+            },
             "path": {
                 "type": "string",
                 "minLength": 1,
@@ -796,7 +835,9 @@ class GlobTool(FileTool):
         found.sort(key=lambda item: (-item[0], item[1]))
         total = len(found)
         if not found:
-            note = f" (stopped after visiting {MAX_GLOB_VISITS:,} entries)" if truncated_walk else ""
+            note = (
+                f" (stopped after visiting {MAX_GLOB_VISITS:,} entries)" if truncated_walk else ""
+            )
             return ToolOutput.text(f"No files found{note}.", path=str(loc.path), matches=0)
         shown = [str(loc.path / rel) for _, rel in found[:MAX_GLOB_RESULTS]]
         text = "\n".join(shown)
@@ -804,7 +845,9 @@ class GlobTool(FileTool):
             text += f"\n\n[showing the {len(shown)} newest of {total} matches; narrow the pattern or path]"
         if truncated_walk:
             text += f"\n\n[search stopped after visiting {MAX_GLOB_VISITS:,} entries; narrow the pattern or path]"
-        return ToolOutput.text(text, path=str(loc.path), matches=total, truncated=total > len(shown) or truncated_walk)
+        return ToolOutput.text(
+            text, path=str(loc.path), matches=total, truncated=total > len(shown) or truncated_walk
+        )
 
 
 def _open_subdir(dir_fd: int, name: str) -> int | None:
@@ -816,7 +859,14 @@ def _open_subdir(dir_fd: int, name: str) -> int | None:
         raise
 
 
-FILE_TOOLS: tuple[type[Tool], ...] = (ReadTool, WriteTool, EditTool, MultiEditTool, LSTool, GlobTool)
+FILE_TOOLS: tuple[type[Tool], ...] = (
+    ReadTool,
+    WriteTool,
+    EditTool,
+    MultiEditTool,
+    LSTool,
+    GlobTool,
+)
 
 __all__ = [
     "FILE_TOOLS",

@@ -37,3 +37,14 @@ def pre_tool_use(event: dict[str, Any]) -> dict[str, Any] | None:
     if BLOCK_MARKER in json.dumps(event.get("tool_input")):
         return {"decision": "block", "reason": f"norma-example: input carries {BLOCK_MARKER}"}
     return None
+
+
+@hookimpl
+def register_commands(cli: Any) -> None:
+    import click
+
+    @cli.command("example-hello")
+    @click.argument("name", default="world")
+    def example_hello(name: str) -> None:
+        """Say hello (a command contributed by the norma-example plugin)."""
+        click.echo(f"hello, {slugify(name)}")
