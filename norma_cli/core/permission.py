@@ -62,6 +62,10 @@ class PermissionEngine:
             return Decision.allow("mode", "bypassPermissions", updated_input=_rewrite(own, plugin))
         if mode == "plan":
             if tool.read_only:
+                # A read-only tool that asks is still asked (ExitPlanMode: leaving plan mode
+                # needs approval); honouring the ask can only narrow what plan mode allows.
+                if own is not None and own.behavior == "ask":
+                    return Decision.ask("tool", own.reason or f"{tool.name} asks for approval")
                 return Decision.allow("mode", "plan mode allows read-only tools")
             return Decision.deny("mode", f"plan mode: {tool.name} is not read-only")
 

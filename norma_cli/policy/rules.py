@@ -110,21 +110,33 @@ class RuleSet:
     def find(
         self, behavior: Behavior, tool: Tool, tool_input: dict[str, Any], ctx: CallContext
     ) -> RuleMatch | None:
-        return self.group(behavior, tool.name).find(tool, tool_input, ctx)
+        match = self.group(behavior, tool.name).find(tool, tool_input, ctx)
+        shell_text = getattr(tool, "shell_text", None)
+        if match is None and shell_text is not None and behavior != "allow":
+            # Text a tool types into a shell (ShellSend) is read like a Bash command: Bash deny
+            # and ask rules apply to it. Bash allow rules do not: whatever runs in that
+            # terminal right now need not be a shell.
+            shell_input = {"command": shell_text(tool_input, ctx)}
+            match = self.group(behavior, "Bash", via=tool.name).find(tool, shell_input, ctx)
+        return match
 
-    def group(self, behavior: Behavior, tool_name: str) -> RuleGroup:
+    def group(self, behavior: Behavior, tool_name: str, via: str | None = None) -> RuleGroup:
         from norma_cli.policy import specifiers
 
         # Rule lists edited in place (not through ``add``) still invalidate the group.
         signature = tuple(len(self.rules[b]) for b in BEHAVIORS)
-        cached = self._groups.get((behavior, tool_name))
+        key = (behavior, tool_name if via is None else f"{tool_name}<{via}")
+        cached = self._groups.get(key)
         if cached is not None and cached[0] == signature:
             return cached[1]
         candidates = [r for r in self.rules[behavior] if specifiers.governs(r, tool_name)]
         # An unconditional allow (``Bash``, ``*``) means the user accepts lines we cannot read.
-        unconditional = any(r.specifier is None and r.matches_name(tool_name) for r in self.rules["allow"])
+        names = (tool_name,) if via is None else (tool_name, via)
+        unconditional = any(
+            r.specifier is None and any(r.matches_name(n) for n in names) for r in self.rules["allow"]
+        )
         group = specifiers.RuleGroup(
             behavior, tool_name, candidates, ask_when_not_literal=behavior == "ask" and not unconditional
         )
-        self._groups[(behavior, tool_name)] = (signature, group)
+        self._groups[key] = (signature, group)
         return group

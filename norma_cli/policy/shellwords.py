@@ -18,6 +18,7 @@ metacharacters — the same trick bash uses.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -67,9 +68,24 @@ def double_quoted_text(text: str) -> str:
     return _DQUOTE_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
 
 
-_ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
-                "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
-_ANSI_RE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S)
+_ANSI_SIMPLE = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
+_ANSI_RE = re.compile(
+    r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S
+)
 
 
 def ansi_c_text(body: str) -> str:
@@ -112,11 +128,15 @@ def guessed_value(segs: Sequence[Segment], variables: Mapping[str, str]) -> str 
     return "".join(out)
 
 
-def words_of(segs: Sequence[Segment], variables: Mapping[str, str] | None = None) -> tuple[str, ...]:
+def words_of(
+    segs: Sequence[Segment], variables: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
     """The argv words one shell word expands to.
 
     With ``variables`` None this is the strict reading (anything not literal → ``UNKNOWN``);
-    otherwise known variables (and ``$IFS``) are substituted and split as bash would.
+    otherwise known variables (and ``$IFS``) are substituted and split as bash would, and an
+    unknown part leaves an ``UNKNOWN`` character inside the word (``rm -rf \x00`` for
+    ``"rm -rf $x"``), so a re-parsed ``eval`` string still shows its literal commands.
     """
     parts: list[str] = []
     split = False
@@ -124,14 +144,15 @@ def words_of(segs: Sequence[Segment], variables: Mapping[str, str] | None = None
         if kind == "lit":
             parts.append(_escape(text) if quoted else text)
             continue
-        if kind != "var" or variables is None:
+        if variables is None:
             return (UNKNOWN,)
-        if text in variables:
+        if kind == "var" and text in variables:
             value = variables[text]
-        elif text == "IFS":
+        elif kind == "var" and text == "IFS":
             value = " "
         else:
-            return (UNKNOWN,)
+            parts.append(UNKNOWN)
+            continue
         if quoted:
             parts.append(_escape(value))
         else:
@@ -189,15 +210,19 @@ def _finish(escaped: str) -> str:
     return GlobWord(escaped) if glob else "".join(out)
 
 
+class _TooLarge(Exception):
+    pass
+
+
 def brace_expand(escaped: str) -> list[str] | None:
     """Bash brace expansion of one escaped word; None when it would be too large."""
-    out = _brace(escaped)
-    if out is None or len(out) > MAX_BRACE_WORDS:
+    try:
+        return _brace(escaped)
+    except _TooLarge:
         return None
-    return out
 
 
-def _brace(s: str) -> list[str] | None:
+def _brace(s: str) -> list[str]:
     i, n = 0, len(s)
     while i < n:
         c = s[i]
@@ -209,16 +234,11 @@ def _brace(s: str) -> list[str] | None:
             if group is not None:
                 end, alternatives = group
                 tails = _brace(s[end + 1 :])
-                if tails is None:
-                    return None
                 out: list[str] = []
                 for alt in alternatives:
-                    heads = _brace(alt)
-                    if heads is None:
-                        return None
-                    out.extend(s[:i] + h + t for h in heads for t in tails)
+                    out.extend(s[:i] + h + t for h in _brace(alt) for t in tails)
                     if len(out) > MAX_BRACE_WORDS:
-                        return None
+                        raise _TooLarge
                 return out
         i += 1
     return [s]
@@ -226,7 +246,8 @@ def _brace(s: str) -> list[str] | None:
 
 def _brace_group(s: str, start: int) -> tuple[int, list[str]] | None:
     """The closing index and alternatives of ``{a,b}`` / ``{1..5}`` at ``start``, if any."""
-    depth, commas, i = 0, [], start + 1
+    depth, i = 0, start + 1
+    commas: list[int] = []
     while i < len(s):
         c = s[i]
         if c == "\\":
@@ -239,7 +260,7 @@ def _brace_group(s: str, start: int) -> tuple[int, list[str]] | None:
                 body = s[start + 1 : i]
                 if commas:
                     cuts = [start, *commas, i]
-                    return i, [s[a + 1 : b] for a, b in zip(cuts, cuts[1:], strict=False)]
+                    return i, [s[a + 1 : b] for a, b in itertools.pairwise(cuts)]
                 seq = _sequence(body)
                 return (i, seq) if seq is not None else None
             depth -= 1
@@ -267,7 +288,7 @@ def _sequence(body: str) -> list[str] | None:
     else:
         return None
     if abs(hi - lo) // step + 1 > MAX_BRACE_WORDS:
-        return None
+        raise _TooLarge
     rng = range(lo, hi + 1, step) if lo <= hi else range(lo, hi - 1, -step)
     return [str(v) if numeric else chr(v) for v in rng]
 
@@ -292,7 +313,9 @@ def glob_regex(escaped: str) -> re.Pattern[str]:
             body = escaped[i + 1 : close]
             neg = body[:1] in ("!", "^")
             body = body[1:] if neg else body
-            out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\").replace("[", "\\[") + "]")
+            out.append(
+                "[" + ("^" if neg else "") + body.replace("\\", "\\\\").replace("[", "\\[") + "]"
+            )
             i = close + 1
         else:
             out.append(re.escape(c))

@@ -77,15 +77,18 @@ class CommandSpec:
 
     def matches(self, words: tuple[str, ...], *, broad: bool, open_ended: bool) -> bool:
         """Word-wise comparison; ``broad`` (deny/ask) lets a glob word stand for its matches."""
-        if len(words) < len(self.words):
+        n = len(self.words)
+        if len(words) < n:
             return False
-        for want, got in zip(self.words, words, strict=False):
-            if want == got:
-                continue
-            if broad and isinstance(got, GlobWord) and glob_regex(got).fullmatch(want):
-                continue
-            return False
-        return self.prefix or (len(words) == len(self.words) and not open_ended)
+        if words[:n] != self.words:
+            if not broad:
+                return False
+            for want, got in zip(self.words, words, strict=False):
+                if want != got and not (
+                    isinstance(got, GlobWord) and glob_regex(got).fullmatch(want)
+                ):
+                    return False
+        return self.prefix or (len(words) == n and not open_ended)
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,7 @@ def spec_of(rule: Rule) -> Spec | None:
         return None
     if rule.compiled is None:
         check_syntax(rule)
-    return rule.compiled  # type: ignore[no-any-return]
+    return rule.compiled
 
 
 def _compile(rule: Rule) -> Spec:
@@ -175,15 +178,23 @@ def governs(rule: Rule, tool_name: str) -> bool:
 
 
 def find_match(
-    behavior: Behavior, candidates: list[Rule], tool: Tool, tool_input: dict[str, Any], ctx: CallContext
+    behavior: Behavior,
+    candidates: list[Rule],
+    tool: Tool,
+    tool_input: dict[str, Any],
+    ctx: CallContext,
 ) -> RuleMatch | None:
     """Does one of ``candidates`` (rules of ``behavior``) cover this call?"""
     return RuleGroup(behavior, tool.name, candidates).find(tool, tool_input, ctx)
 
 
 def _entry(text: str, decision: str | None, rule: Rule | None) -> dict[str, Any]:
-    return {"command": text, "decision": decision,
-            "rule": rule.text if rule else None, "source": rule.source if rule else None}
+    return {
+        "command": text,
+        "decision": decision,
+        "rule": rule.text if rule else None,
+        "source": rule.source if rule else None,
+    }
 
 
 class RuleGroup:
@@ -193,11 +204,19 @@ class RuleGroup:
     ``ask_when_not_literal`` turns on the synthetic ``<unparseable shell>`` ask (ask groups).
     """
 
-    def __init__(self, behavior: Behavior, tool_name: str, rules: list[Rule], *,
-                 ask_when_not_literal: bool | None = None) -> None:
+    def __init__(
+        self,
+        behavior: Behavior,
+        tool_name: str,
+        rules: list[Rule],
+        *,
+        ask_when_not_literal: bool | None = None,
+    ) -> None:
         self.behavior = behavior
         self.shell = tool_name == SHELL_TOOL
-        self.ask_when_not_literal = behavior == "ask" if ask_when_not_literal is None else ask_when_not_literal
+        self.ask_when_not_literal = (
+            behavior == "ask" if ask_when_not_literal is None else ask_when_not_literal
+        )
         self.name_only: list[Rule] = []
         self.params: list[tuple[Rule, ParamSpec]] = []
         self.domains: list[tuple[Rule, DomainSpec]] = []
@@ -249,7 +268,9 @@ class RuleGroup:
 
     # -- ordinary tools ---------------------------------------------------------------------
 
-    def _restrict(self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext) -> RuleMatch | None:
+    def _restrict(
+        self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext
+    ) -> RuleMatch | None:
         for rule, param in self.params:
             if param.matches(tool_input, ctx, every=False):
                 return RuleMatch(rule)
@@ -259,7 +280,9 @@ class RuleGroup:
                 if any(dom.pattern.matches(h) for h in hosts):
                     return RuleMatch(rule)
         if self.paths:
-            touched = [p for raw in tool.file_paths(tool_input, ctx) for p in spellings(raw, str(ctx.cwd))]
+            touched = [
+                p for raw in tool.file_paths(tool_input, ctx) for p in spellings(raw, str(ctx.cwd))
+            ]
             for rule, path in self.paths:
                 if any(path.pattern.matches(p, ctx) for p in touched):
                     return RuleMatch(rule)
@@ -277,17 +300,21 @@ class RuleGroup:
         if self.paths:
             raws = tool.file_paths(tool_input, ctx)
             touched = [p for raw in raws for p in spellings(raw, str(ctx.cwd))]
-            rule = self._cover(touched, self.paths, ctx) if raws else None
-            if rule is not None:
-                return RuleMatch(rule)
+            covering = self._cover(touched, self.paths, ctx) if raws else None
+            if covering is not None:
+                return RuleMatch(covering)
         return None
 
     @staticmethod
-    def _cover(paths: list[str], rules: list[tuple[Rule, PathSpec]], ctx: CallContext) -> Rule | None:
+    def _cover(
+        paths: list[str], rules: list[tuple[Rule, PathSpec]], ctx: CallContext
+    ) -> Rule | None:
         """The first rule used, when every path is covered by some rule; else None."""
         first: tuple[int, Rule] | None = None
         for p in paths:
-            hit = next(((i, r) for i, (r, s) in enumerate(rules) if s.pattern.matches(p, ctx)), None)
+            hit = next(
+                ((i, r) for i, (r, s) in enumerate(rules) if s.pattern.matches(p, ctx)), None
+            )
             if hit is None:
                 return None
             first = hit if first is None or hit[0] < first[0] else first
@@ -298,12 +325,19 @@ class RuleGroup:
     def _shell(self, tool_input: dict[str, Any], ctx: CallContext) -> RuleMatch | None:
         command = tool_input.get("command")
         restricting = self.behavior != "allow"
-        if not (self.commands or self.writes or self.reads or self.params
-                or (restricting and self.ask_when_not_literal)):
+        if not (
+            self.commands
+            or self.writes
+            or self.reads
+            or self.params
+            or (restricting and self.ask_when_not_literal)
+        ):
             return None
         if not isinstance(command, str):
             if restricting and self.ask_when_not_literal:
-                return RuleMatch(UNPARSEABLE, reason="the shell command is not a string", stage="shell")
+                return RuleMatch(
+                    UNPARSEABLE, reason="the shell command is not a string", stage="shell"
+                )
             return None
         from norma_cli.policy.shell import parse_script
 
@@ -312,19 +346,22 @@ class RuleGroup:
             return self._shell_restrict(script, tool_input, ctx)
         return self._shell_allow(script, ctx)
 
-    def _shell_restrict(self, script: ShellScript, tool_input: dict[str, Any],
-                        ctx: CallContext) -> RuleMatch | None:
+    def _shell_restrict(
+        self, script: ShellScript, tool_input: dict[str, Any], ctx: CallContext
+    ) -> RuleMatch | None:
         entries: list[dict[str, Any]] = []
         first: Rule | None = None
         for rule, param in self.params:
             if param.matches(tool_input, ctx, every=False):
                 first = first or rule
+        hits: dict[str, Rule | None] = {}  # by text: ``sudo rm x`` is two readings, one line
         for sub in script.commands:
             hit = self._command_rule(sub.readings, broad=True, open_ended=sub.open_ended)
-            if hit is None and sub.deny_only:
-                continue
-            entries.append(_entry(sub.text, self.behavior if hit else None, hit))
-            first = first or hit
+            if hit is not None or not sub.deny_only:
+                hits[sub.text] = hits.get(sub.text) or hit
+                first = first or hit
+        if first is not None:
+            entries = [_entry(text, self.behavior if h else None, h) for text, h in hits.items()]
         for red in script.redirects:
             rules = self.writes if red.write else self.reads
             if not rules or red.harmless:
@@ -337,11 +374,17 @@ class RuleGroup:
             return RuleMatch(first, entries)
         if self.behavior == "ask" and self.ask_when_not_literal and not script.literal:
             reasons = script.reasons()
-            flagged = [_entry(c.text, None if c.literal else "ask", None if c.literal else UNPARSEABLE)
-                       for c in script.commands if not c.deny_only]
-            return RuleMatch(UNPARSEABLE, flagged,
-                             reason="shell command is not fully literal: " + "; ".join(reasons[:3]),
-                             stage="shell")
+            flagged = [
+                _entry(c.text, None if c.literal else "ask", None if c.literal else UNPARSEABLE)
+                for c in script.commands
+                if not c.deny_only
+            ]
+            return RuleMatch(
+                UNPARSEABLE,
+                flagged,
+                reason="shell command is not fully literal: " + "; ".join(reasons[:3]),
+                stage="shell",
+            )
         return None
 
     def _shell_allow(self, script: ShellScript, ctx: CallContext) -> RuleMatch | None:
@@ -366,29 +409,34 @@ class RuleGroup:
             entries.append(entry)
         return RuleMatch(first, entries) if first is not None else None
 
-    def _command_rule(self, readings: tuple[tuple[str, ...], ...], *, broad: bool,
-                      open_ended: bool) -> Rule | None:
+    def _command_rule(
+        self, readings: tuple[tuple[str, ...], ...], *, broad: bool, open_ended: bool
+    ) -> Rule | None:
         """The earliest command rule matching any of ``readings``."""
-        best: tuple[int, Rule] | None = None
+        if not self.commands:
+            return None
+        best_idx, best = len(self.commands), None
         for words in readings:
             if not words:
                 continue
             head = words[0]
             if broad and isinstance(head, GlobWord):
-                pools = [self.commands]
+                pools: tuple[list[tuple[int, Rule, CommandSpec]], ...] = (self.commands,)
             else:
-                pools = [self.by_head.get(head, []), self.any_head]
+                pool = self.by_head.get(head)
+                pools = (pool, self.any_head) if pool else (self.any_head,)
             for pool in pools:
                 for idx, rule, spec in pool:
-                    if best is not None and idx >= best[0]:
+                    if idx >= best_idx:
                         break
                     if spec.matches(words, broad=broad, open_ended=open_ended):
-                        best = (idx, rule)
+                        best_idx, best = idx, rule
                         break
-        return best[1] if best else None
+        return best
 
-    def _redirect_hit(self, red: Redirect, rules: list[tuple[Rule, PathSpec | None]],
-                      ctx: CallContext) -> Rule | None:
+    def _redirect_hit(
+        self, red: Redirect, rules: list[tuple[Rule, PathSpec | None]], ctx: CallContext
+    ) -> Rule | None:
         from norma_cli.policy.shell import resolve_redirect
 
         cwd = str(ctx.cwd)
@@ -410,10 +458,14 @@ class RuleGroup:
                 return _entry(red.text, "allow", rule)
         paths = [p for t in targets for p in spellings(t, cwd)]
         with_spec = [(r, s) for r, s in self.writes if s is not None]
-        rule = self._cover(paths, with_spec, ctx)
-        if rule is not None:
-            return _entry(red.text, "allow", rule)
+        covering = self._cover(paths, with_spec, ctx)
+        if covering is not None:
+            return _entry(red.text, "allow", covering)
         if ctx.mode == "acceptEdits" and all(ctx.inside_roots(Path(p)) for p in paths):
-            return {"command": red.text, "decision": "allow",
-                    "rule": "acceptEdits: inside the working roots", "source": "mode"}
+            return {
+                "command": red.text,
+                "decision": "allow",
+                "rule": "acceptEdits: inside the working roots",
+                "source": "mode",
+            }
         return None

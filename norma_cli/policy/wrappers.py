@@ -22,6 +22,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from norma_cli.policy.shellwords import UNKNOWN
 
@@ -58,49 +59,74 @@ class WrapperSpec:
     default: Words = ()  # command run when none is given (xargs → echo)
 
 
-def _spec(with_value: str = "", flags: str = "", **kw: object) -> WrapperSpec:
-    return WrapperSpec(frozenset(with_value.split()), frozenset(flags.split()), **kw)  # type: ignore[arg-type]
+def _spec(
+    with_value: str = "", flags: str = "", optional: str = "", no_command: str = "", **kw: Any
+) -> WrapperSpec:
+    """A ``WrapperSpec`` from space-separated option lists (easier to read in bulk)."""
+    return WrapperSpec(
+        frozenset(with_value.split()),
+        frozenset(flags.split()),
+        frozenset(optional.split()),
+        frozenset(no_command.split()),
+        **kw,
+    )
 
 
 WRAPPERS: dict[str, WrapperSpec] = {
-    "env": _spec("-u --unset -C --chdir -S --split-string", "-i --ignore-environment - -0 --null "
-                 "-v --debug --default-signal --ignore-signal --block-signal", assignments=True),
-    "timeout": _spec("-s --signal -k --kill-after", "--preserve-status --foreground -v --verbose",
-                     positional=1),
+    "env": _spec(
+        "-u --unset -C --chdir -S --split-string",
+        "-i --ignore-environment - -0 --null "
+        "-v --debug --default-signal --ignore-signal --block-signal",
+        assignments=True,
+    ),
+    "timeout": _spec(
+        "-s --signal -k --kill-after", "--preserve-status --foreground -v --verbose", positional=1
+    ),
     "nice": _spec("-n --adjustment", numeric_flags=True),
     "nohup": _spec(),
-    "command": _spec("", "-p", no_command=frozenset({"-v", "-V"})),
+    "command": _spec("", "-p", no_command="-v -V"),
     "builtin": _spec(),
     "exec": _spec("-a", "-c -l"),
     "coproc": _spec(),
     "busybox": _spec(),
     "stdbuf": _spec("-i -o -e --input --output --error"),
-    "time": _spec("-f --format -o --output", "-p -a --append -v --verbose --portability -q --quiet"),
+    "time": _spec(
+        "-f --format -o --output", "-p -a --append -v --verbose --portability -q --quiet"
+    ),
     "setsid": _spec("", "-c --ctty -f --fork -w --wait"),
-    "ionice": _spec("-c --class -n --classdata", "-t --ignore",
-                    no_command=frozenset({"-p", "--pid", "-P", "--pgid", "-u", "--uid"})),
+    "ionice": _spec(
+        "-c --class -n --classdata",
+        "-t --ignore",
+        no_command="-p --pid -P --pgid -u --uid",
+    ),
     "sudo": _spec(
         "-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt -R --chroot "
         "-r --role -t --type -T --command-timeout -U --other-user",
         "-A --askpass -b --background -E --preserve-env -H --set-home -i --login -n "
         "--non-interactive -P --preserve-groups -S --stdin -s --shell -k --reset-timestamp "
         "-B --bell -N --no-update",
-        no_command=frozenset({"-e", "--edit", "-l", "--list", "-v", "--validate", "-V",
-                              "--version", "-K", "--remove-timestamp", "--help"}),
-        assignments=True, privileged=True),
+        no_command="-e --edit -l --list -v --validate -V --version -K --remove-timestamp --help",
+        assignments=True,
+        privileged=True,
+    ),
     "doas": _spec("-u -C", "-n -s -L", privileged=True),
     "xargs": _spec(
         "-a --arg-file -d --delimiter -E -I -L -n --max-args -P --max-procs -s --max-chars "
         "--process-slot-var",
         "-0 --null -r --no-run-if-empty -t --verbose -p --interactive -x --exit -o --open-tty",
-        optional_value=frozenset({"-e", "-i", "-l", "--eof", "--replace", "--max-lines"}),
-        open_ended=True, default=("echo",)),
+        optional="-e -i -l --eof --replace --max-lines",
+        open_ended=True,
+        default=("echo",),
+    ),
 }
 
 
-@dataclass(frozen=True)
-class Program:
-    """One program a command line runs."""
+# Every program ``unwrap`` treats specially; any other command name is just itself.
+SPECIAL_PROGRAMS = frozenset(WRAPPERS) | SHELLS | {"eval", "trap", "watch", "su", "find"}
+
+
+class Program(NamedTuple):
+    """One program a command line runs (a NamedTuple: built for every command, so cheap)."""
 
     words: Words  # canonical reading: what allow rules see
     readings: tuple[Words, ...]  # every reading deny/ask rules are tried against
@@ -175,7 +201,9 @@ def _wrapper(words: Words, spec: WrapperSpec, depth: int) -> Unwrapped:
             start += 1
     start += spec.positional
     inner = words[start:]
-    if start > len(words) or (spec.positional and UNKNOWN in words[start - spec.positional : start]):
+    if start > len(words) or (
+        spec.positional and UNKNOWN in words[start - spec.positional : start]
+    ):
         return Unwrapped([_opaque(words, f"cannot find the command run by {basename(words[0])}")])
     split = _split_string_option(words, start)
     if split is not None:
@@ -299,12 +327,20 @@ def _shell(words: Words) -> Unwrapped:
         return Unwrapped(scripts=[_script_text(words[i])])
     if command_mode:
         return Unwrapped([Program(words, (words,), opaque="shell -c without a command string")])
+    if i >= n or any(w[:1] == "-" and "s" in w[1:] and not w.startswith("--") for w in words[1:i]):
+        # ``curl ... | sh``, ``sh <<EOF``: the commands come from input nobody has checked.
+        return Unwrapped(
+            [Program(words, (words,), opaque="the shell reads its commands from input")]
+        )
     return Unwrapped([Program(words, (words,))])
 
 
 def _watch(words: Words, depth: int) -> Unwrapped:
-    spec = _spec("-n --interval -d --differences -q --equexit", "-t --no-title -b --beep -e "
-                 "--errexit -g --chgexit -c --color -C --no-color -p --precise -w --no-wrap -x --exec")
+    spec = _spec(
+        "-n --interval -d --differences -q --equexit",
+        "-t --no-title -b --beep -e "
+        "--errexit -g --chgexit -c --color -C --no-color -p --precise -w --no-wrap -x --exec",
+    )
     start, _ = _skip_options(words, spec)
     if start is None:
         return Unwrapped([_opaque(words, "cannot read the options of watch")])
