@@ -532,3 +532,17 @@ def test_every_call_leaves_one_trace_row(tmp_path: Path) -> None:
     assert rows[0][:8] == ("a", "sess", "Record", "deny", "rule", "Record", "cfg:1", "denied")
     assert len(rows[0][8]) == 64
     assert rows[1][:5] == ("b", "sess", "Nope", None, "lookup")
+
+
+@pytest.mark.parametrize("mode", ["dontAsk", "auto"])
+def test_never_asking_modes_deny_ask_rules(tmp_path: Path, mode: str) -> None:
+    asked: list[Decision] = []
+
+    def resolver(tool: Tool, call: ToolCall, decision: Decision, ctx: CallContext) -> Decision:
+        asked.append(decision)
+        return Decision.allow("user", "yes")
+
+    ex = make(tmp_path, Big(), rules=[Rule.parse("Big", "ask", "cfg:2")], mode=mode, resolve=resolver)
+    result = ex.run(ToolCall("t", "Big", {"n": 1}))
+    assert result.exit_code() == 3 and result.meta.stage == "mode" and result.meta.rule == "Big"
+    assert asked == []

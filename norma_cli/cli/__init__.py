@@ -25,6 +25,11 @@ COMMANDS = {
     "tools": "norma_cli.cli.tools:tools",
     "plugins": "norma_cli.cli.plugins:plugins",
     "config": "norma_cli.cli.config:config",
+    "policy": "norma_cli.cli.policy:policy",
+    "catalog": "norma_cli.cli.catalog:catalog",
+    "skills": "norma_cli.cli.skills:skills",
+    "trace": "norma_cli.cli.trace:trace",
+    "approve": "norma_cli.cli.approve:approve",
 }
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 
@@ -73,6 +78,8 @@ class App:
                 allow=self.options.get("allow") or (),
                 ask=self.options.get("ask") or (),
                 deny=self.options.get("deny") or (),
+                session_id=self.options.get("session_id"),
+                no_wait=bool(self.options.get("no_wait")),
                 interactive=interactive,
                 with_store=with_store,
             )

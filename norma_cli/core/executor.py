@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from norma_cli.core import aioloop
 from norma_cli.core.contract import (
@@ -37,6 +37,9 @@ from norma_cli.core.permission import PermissionEngine
 from norma_cli.core.registry import ToolRegistry
 from norma_cli.core.schema import SchemaCache, SchemaIssue
 from norma_cli.store.sqlite import Store, TraceRecord
+
+if TYPE_CHECKING:
+    from norma_cli.policy.intercept import Guard
 
 # (tool, call, decision, ctx) -> the final allow/deny (or an ask left pending, with pending_id)
 AskResolver = Callable[[Tool, ToolCall, Decision, CallContext], Decision]
@@ -79,6 +82,7 @@ class Executor:
         resolve_ask: AskResolver = deny_ask,
         gate: Gate | None = None,
         schema_for: Callable[[Tool], dict[str, Any]] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.registry = registry
         self.engine = engine
@@ -90,6 +94,7 @@ class Executor:
         self.resolve_ask = resolve_ask
         self.gate = gate
         self.schema_for = schema_for or (lambda tool: tool.input_schema)
+        self.guard = guard  # SPEC §9 interception, between the permission decision and the call
         self._defaults: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ one call
@@ -104,6 +109,17 @@ class Executor:
             trail.add("failed", by="norma", error=f"{type(exc).__name__}: {exc}")
             meta.status = "error"
             output = ToolOutput.error(f"internal error while running {call.name}: {type(exc).__name__}: {exc}")
+        except BaseException as exc:  # SIGTERM / Ctrl-C: the call still leaves its trace
+            last = trail.events[-1] if trail.events else {}
+            if last.get("state") == "denied":  # a cancelled approval wait recorded its denial
+                meta.status, meta.decision, meta.reason = "denied", "deny", last.get("reason", "")
+                meta.pending_id = last.get("pending_id")
+            else:
+                trail.add("failed", by="signal", error=type(exc).__name__)
+                meta.status = "failed"
+            meta.duration_ms = (time.perf_counter() - trail.started) * 1000
+            self._record(call, meta, trail)
+            raise
         meta.duration_ms = (time.perf_counter() - trail.started) * 1000
         spill = output.metadata.get(SPILL)
         meta.spill = spill
@@ -115,7 +131,9 @@ class Executor:
 
     def _context(self, call: ToolCall) -> CallContext:
         c = self.context
-        return CallContext(session_id=c.session_id, cwd=c.cwd, roots=c.roots, mode=c.mode,
+        # The session's mode is live (EnterPlanMode / ExitPlanMode change it between calls).
+        mode = getattr(c.session, "mode", None) or c.mode
+        return CallContext(session_id=c.session_id, cwd=c.cwd, roots=c.roots, mode=mode,
                            agent=c.agent, tool_use_id=call.id, session=c.session)
 
     def _admit(
@@ -167,9 +185,11 @@ class Executor:
         if isinstance(admitted, ToolOutput):
             output = admitted
         else:
-            decision = admitted[3]
+            tool, _, tool_input, decision = admitted
+            if self.guard is not None and decision.behavior == "allow":
+                decision = self.guard.preview(tool, tool_input, self._context(call)) or decision
             self._set_decision(meta, decision)
-            meta.status = "pending" if decision.behavior == "ask" else "allowed"
+            meta.status = {"ask": "pending", "deny": "denied"}.get(decision.behavior, "allowed")
             output = ToolOutput.text(f"dry run: {decision.behavior} ({decision.reason})")
         meta.duration_ms = (time.perf_counter() - trail.started) * 1000
         return ToolResult(call.id, output.content, output.is_error, meta, [], call.dialect)
@@ -220,6 +240,8 @@ class Executor:
             trail.add("pending", by=decision.stage, reason=decision.reason,
                       rule=decision.rule.text if decision.rule else None)
             asked = decision
+            if ctx.mode in ("dontAsk", "auto"):  # these modes never ask anybody
+                return self._denied(meta, trail, Decision.deny("mode", f"{ctx.mode} mode never asks: {asked.reason}", rule=asked.rule))
             decision = self.resolve_ask(tool, ToolCall(call.id, call.name, final_input, call.dialect), asked, ctx)
             if decision.behavior == "ask":  # still pending (approval queue, --no-wait)
                 meta.pending_id = decision.pending_id
@@ -227,7 +249,8 @@ class Executor:
                 self._set_decision(meta, decision, asked)
                 trail.add("pending", by="approval", pending_id=meta.pending_id)
                 return ToolOutput.error(f"pending approval {meta.pending_id}: {asked.reason}")
-            trail.add("resolved", by=decision.stage, decision=decision.behavior, reason=decision.reason)
+            trail.add("resolved", by=decision.stage, decision=decision.behavior, reason=decision.reason,
+                      pending_id=decision.pending_id)
             if decision.behavior == "deny":
                 return self._denied(meta, trail, decision)
             if decision.rule is None and asked.rule is not None:
@@ -235,8 +258,21 @@ class Executor:
 
         self._set_decision(meta, decision)
 
+        # guard (SPEC §9): intercept rules, judge, approval queue — after the permission answer
+        executing_by, executing_detail = decision.stage, {}
+        if self.guard is not None:
+            verdict = self.guard.check(tool, final_input, ctx, trail, permission=decision, trace_id=meta.trace_id)
+            if verdict.decision.behavior == "deny":
+                return self._denied(meta, trail, verdict.decision, by=verdict.by, **verdict.detail)
+            if verdict.decision.behavior == "ask":  # left pending (--no-wait)
+                meta.pending_id = verdict.decision.pending_id
+                meta.status = "pending"
+                self._set_decision(meta, verdict.decision)
+                return ToolOutput.error(f"pending approval {meta.pending_id}: {verdict.decision.reason}")
+            executing_by, executing_detail = verdict.by, verdict.detail
+
         # 7. call
-        trail.add("executing")
+        trail.add("executing", by=executing_by, **executing_detail)
         output = self._call(tool, final_input, ctx, trail)
 
         # 8. cap / spill
@@ -264,7 +300,14 @@ class Executor:
                 {"role": "user", "content": text, "source": "hook"} for text in extra_context
             )
         meta.status = "failed" if output.is_error else "completed"
-        trail.add(meta.status)
+        dispatched = output.metadata.get("dispatched")  # ExecuteExtraTool: its inner call's outcome
+        if dispatched is not None:
+            trail.add("dispatched", by=tool.name, **dispatched)
+            if dispatched["status"] in ("denied", "pending"):  # the inner decision is the answer
+                meta.status = dispatched["status"]
+                for key in ("decision", "stage", "rule", "source", "reason", "pending_id"):
+                    setattr(meta, key, dispatched.get(key))
+        trail.add(meta.status, by=tool.name)
         return output
 
     def _call(self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, trail: Trail) -> ToolOutput:
@@ -356,11 +399,13 @@ class Executor:
         meta.stage, meta.decision, meta.reason = stage, None, text
         return ToolOutput.error(text)
 
-    def _denied(self, meta: CallMeta, trail: Trail, decision: Decision, by: str | None = None) -> ToolOutput:
+    def _denied(self, meta: CallMeta, trail: Trail, decision: Decision, by: str | None = None, **detail: Any) -> ToolOutput:
         self._set_decision(meta, decision)
         meta.status = "denied"
-        trail.add("denied", by=by or decision.stage, reason=decision.reason,
-                  rule=decision.rule.text if decision.rule else None)
+        meta.pending_id = decision.pending_id
+        detail.setdefault("reason", decision.reason)
+        detail.setdefault("rule", decision.rule.text if decision.rule else None)
+        trail.add("denied", by=by or decision.stage, **detail)
         return ToolOutput.error(f"denied: {decision.reason}")
 
     @staticmethod
@@ -394,6 +439,8 @@ class Executor:
                 spill_path=meta.spill.path if meta.spill else None,
                 spill_sha256=meta.spill.sha256 if meta.spill else None,
                 events=trail.events,
+                reason=meta.reason,
+                pending_id=meta.pending_id,
             )
         )
 
