@@ -546,3 +546,18 @@ def test_never_asking_modes_deny_ask_rules(tmp_path: Path, mode: str) -> None:
     result = ex.run(ToolCall("t", "Big", {"n": 1}))
     assert result.exit_code() == 3 and result.meta.stage == "mode" and result.meta.rule == "Big"
     assert asked == []
+
+
+def test_remote_ref_in_a_schema_is_never_fetched(tmp_path: Path) -> None:
+    class Remote(Tool):
+        name = "Remote"
+        read_only = True
+        input_schema = {"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:9/never.json"}}}
+
+        def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
+            return ToolOutput.text("ran")
+
+    start = time.monotonic()
+    result = make(tmp_path, Remote()).run(ToolCall("t", "Remote", {"x": 1}))
+    assert result.is_error and "remote $ref" in result.text() and "ran" not in result.text()
+    assert time.monotonic() - start < 2

@@ -14,12 +14,21 @@ def tools() -> None:
 
 @tools.command("list")
 @click.option("--all", "show_all", is_flag=True, help="Include tools hidden from the model (deferred).")
+@click.option("--explain", is_flag=True, help="Per tool: exists / exposed / callable, and why not.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def list_tools(app: Any, *, show_all: bool, as_json: bool) -> None:
-    """List the tools a model is shown (with --all: every callable tool)."""
+def list_tools(app: Any, *, show_all: bool, explain: bool, as_json: bool) -> None:
+    """List the tools a model is shown (with --all: every callable tool).
+
+    The set depends on --agent, the catalog and the skills invoked (SPEC §8).
+    """
     rt = app.runtime(with_store=False)
-    chosen = rt.registry.all() if show_all else rt.registry.exposed()
+    if explain:
+        from norma_cli.cli.catalog import print_explain
+
+        print_explain(rt.assembly, as_json)
+        return
+    chosen = rt.assembly.callable_tools() if show_all else rt.assembly.exposed()
     rows = [
         {
             "name": t.name,
@@ -88,7 +97,4 @@ def _attach_lint() -> None:
     tools.add_command(lint)
 
 
-try:
-    _attach_lint()
-except ImportError:
-    pass
+_attach_lint()

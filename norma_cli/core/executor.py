@@ -35,7 +35,7 @@ from norma_cli.core.hooks import HookRunner
 from norma_cli.core.output import SPILL, OutputCapper
 from norma_cli.core.permission import PermissionEngine
 from norma_cli.core.registry import ToolRegistry
-from norma_cli.core.schema import SchemaCache, SchemaIssue
+from norma_cli.core.schema import InvalidSchema, SchemaCache, SchemaIssue
 from norma_cli.store.sqlite import Store, TraceRecord
 
 if TYPE_CHECKING:
@@ -163,7 +163,12 @@ class Executor:
         schema = self.schema_for(tool)
         tool_input = self._fill_defaults(schema, call.input)
         if not tool.raw_input:
-            issues = self.schemas.validate(schema, tool_input)
+            try:
+                issues = self.schemas.validate(schema, tool_input)
+            except InvalidSchema as exc:  # the tool's own schema is broken: refuse, fail closed
+                trail.add("refused", by="schema", reason=str(exc))
+                meta.stage, meta.decision, meta.reason = "schema", None, f"{tool.name}: {exc}"
+                return ToolOutput.error(meta.reason)
             if issues:
                 return self._invalid(meta, trail, "schema", tool.name, issues)
         trail.add("validated", by="schema")

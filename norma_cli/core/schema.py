@@ -32,12 +32,19 @@ class InvalidSchema(NormaError):
     """The schema itself is not a valid draft 2020-12 schema."""
 
 
+def _refuse_remote(uri: str) -> Any:
+    # A tool schema must never make norma fetch anything over the network.
+    raise LookupError(f"remote $ref {uri} is not fetched")
+
+
 class CompiledSchema:
     def __init__(self, schema: dict[str, Any]) -> None:
         import jsonschema_rs
 
         try:
-            self._validator = jsonschema_rs.Draft202012Validator(schema, validate_formats=False)
+            self._validator = jsonschema_rs.Draft202012Validator(
+                schema, validate_formats=False, retriever=_refuse_remote
+            )
         except jsonschema_rs.ValidationError as exc:
             raise InvalidSchema(f"invalid JSON Schema: {exc.message}") from None
         except Exception as exc:  # a bad $ref or regex in the schema

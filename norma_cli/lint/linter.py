@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 from norma_cli.core.contract import TOOL_NAME_RE
 from norma_cli.core.schema import json_pointer
@@ -17,14 +18,29 @@ from norma_cli.lint.sources import (
     SourceDocument,
     ToolDefinition,
     extract_tools,
+    paused_gc,
 )
-from norma_cli.lint.walk import Node, described, has_ref, short, walk
+from norma_cli.lint.walk import Node, Parts, described, resolve_local, short, walk
 
 META_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 DIALECTS_2020_12 = frozenset({META_2020_12, META_2020_12 + "#"})
 # A URI no real schema uses, under which a tool's schema is registered so that a default or an
 # example can be checked against one of its subschemas with the root's $refs still resolving.
 _LINT_ROOT_URI = "urn:norma:lint:root"
+_VALIDATOR_CACHE_SIZE = 4096
+# Keywords that never change what validates: left out of a cached subschema's key.
+_ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$comment",
+    }
+)
 _MAX_SCHEMA_ERRORS = 10  # per tool: past this, more S001 lines only bury the first ones
 
 
@@ -32,6 +48,16 @@ class _Emit(Protocol):
     def __call__(
         self, rule: str, pointer: str, message: str, severity: Severity | None = None
     ) -> None: ...
+
+
+# Keywords whose resolution depends on more than a JSON pointer into the root: a schema using
+# any of them is compiled for real to find out whether its references resolve.
+_SIMPLE_REFS_ONLY = frozenset({"$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef"})
+
+
+def _at(base: str, parts: Parts, *more: str | int) -> str:
+    """The document pointer of a place inside the schema at `base`."""
+    return base + json_pointer([*parts, *more])
 
 
 def _refuse_remote(uri: str) -> Any:
@@ -54,10 +80,16 @@ class Linter:
                 f"unknown profile {unknown[0]!r} (choose from {', '.join(sorted(PROFILES))})"
             )
         self.profiles = [PROFILES[p] for p in chosen]
+        self._regexes: dict[str, bool] = {}
+        self._validators: dict[str, Any] = {}
 
     # -- entry points
 
     def lint(self, sources: Iterable[SourceDocument]) -> LintReport:
+        with paused_gc():
+            return self._lint(sources)
+
+    def _lint(self, sources: Iterable[SourceDocument]) -> LintReport:
         diagnostics: list[Diagnostic] = []
         seen: dict[str, tuple[str, str]] = {}  # name -> (file, pointer) of its first definition
         files = tools = 0
@@ -159,9 +191,10 @@ class Linter:
                 f'input schema must be an object schema with "type": "object", not {found}',
             )
             return out
-        compiled = self._check_schema(schema, base, emit)
+        meta_ok = self._check_schema(schema, base, emit)
         nodes = walk(schema)
-        self._check_nodes(schema, nodes, compiled, base, emit)
+        compiles = meta_ok and self._check_compiles(schema, nodes, base, emit)
+        self._check_nodes(schema, nodes, compiles, base, emit)
         self._check_profiles(tool, schema, nodes, base, emit)
         return out
 
@@ -189,8 +222,8 @@ class Linter:
                 if sev is not None:
                     emit(check.rule, tool.pointer + "/name", check.message, sev)
 
-    def _check_schema(self, schema: dict[str, Any], base: str, emit: _Emit) -> Any:
-        """Meta-schema, root type and dialect checks; the compiled validator, or None."""
+    def _check_schema(self, schema: dict[str, Any], base: str, emit: _Emit) -> bool:
+        """Meta-schema, root type and dialect; True when the schema is valid JSON Schema."""
         meta_ok = bool(self._meta.is_valid(schema))
         if not meta_ok:
             seen: set[tuple[str, str]] = set()
@@ -214,46 +247,119 @@ class Linter:
                 base + "/$schema",
                 f"schema declares {dialect}; norma validates tool input as draft 2020-12",
             )
-        if not meta_ok:
-            return None
+        return meta_ok
+
+    def _check_compiles(
+        self, schema: dict[str, Any], nodes: list[Node], base: str, emit: _Emit
+    ) -> bool:
+        """S004: would the runtime fail to compile this (valid) schema? True when it compiles.
+
+        Past the meta-schema, compiling fails only on a bad regular expression or a $ref that
+        resolves nowhere. For the common schema (local "#/..." refs only) those are checked
+        here, each distinct regex compiled once per Linter; anything with $id, anchors,
+        dynamic or remote refs gets a real compile. A full compile of every schema would cost
+        more than the rest of the linting put together.
+        """
+        ok = True
+        for node in nodes:
+            sub = node.schema
+            if not _SIMPLE_REFS_ONLY.isdisjoint(sub):
+                return self._compile(schema, base, emit) is not None
+            ref = sub.get("$ref")
+            if isinstance(ref, str):
+                if ref != "#" and not ref.startswith("#/"):
+                    return self._compile(schema, base, emit) is not None
+                target = resolve_local(schema, unquote(ref))
+                if not isinstance(target, dict | bool):
+                    emit("S004", _at(base, node.parts, "$ref"), f"$ref {ref!r} resolves to nothing")
+                    ok = False
+            pattern = sub.get("pattern")
+            if isinstance(pattern, str) and not self._regex_ok(pattern):
+                emit(
+                    "S004",
+                    _at(base, node.parts, "pattern"),
+                    f"pattern {short(pattern)} is not a valid regular expression",
+                )
+                ok = False
+            pattern_props = sub.get("patternProperties")
+            if isinstance(pattern_props, dict):
+                for key in pattern_props:
+                    if not self._regex_ok(key):
+                        emit(
+                            "S004",
+                            _at(base, node.parts, "patternProperties", key),
+                            f"patternProperties key {short(key)} is not a valid regular expression",
+                        )
+                        ok = False
+        return ok
+
+    def _compile(self, schema: dict[str, Any], base: str, emit: _Emit) -> Any:
         try:
             return self._rs.Draft202012Validator(schema, retriever=_refuse_remote)
         except Exception as exc:
             emit("S004", base, f"schema cannot be compiled: {self._first_line(exc)}")
             return None
 
+    def _value_validator(self, root: dict[str, Any], node: Node, registry_box: list[Any]) -> Any:
+        """A validator for the subschema at `node`, to check its default and examples with.
+
+        A $ref-free subschema is compiled on its own, and shared by every identical one in the
+        run: tool sets repeat parameter shapes (a "limit" with a default, an enum of modes), and
+        compiling costs several times what the cache key does. A subschema with a $ref is
+        validated in place, through the root registered under a private URI, so the ref
+        resolves as it does at run time.
+        """
+        if node.parent is None:
+            return self._rs.Draft202012Validator(root, retriever=_refuse_remote)
+        core = {k: v for k, v in node.schema.items() if k not in _ANNOTATIONS}
+        key = repr(core)  # repr keeps 1, 1.0 and True apart, as JSON Schema does
+        if "'$ref'" in key or "'$dynamicRef'" in key:
+            if not registry_box:
+                registry_box.append(self._rs.Registry([(_LINT_ROOT_URI, root)]))
+            ref = {"$ref": _LINT_ROOT_URI + "#" + json_pointer(list(node.parts))}
+            return self._rs.Draft202012Validator(
+                ref, registry=registry_box[0], retriever=_refuse_remote
+            )
+        validator = self._validators.get(key)
+        if validator is None:
+            if len(self._validators) >= _VALIDATOR_CACHE_SIZE:
+                self._validators.clear()
+            validator = self._rs.Draft202012Validator(core, retriever=_refuse_remote)
+            self._validators[key] = validator
+        return validator
+
+    def _regex_ok(self, pattern: str) -> bool:
+        ok = self._regexes.get(pattern)
+        if ok is None:
+            try:  # the validator's own regex engine, so lint agrees with the runtime
+                self._rs.Draft202012Validator({"pattern": pattern})
+                ok = True
+            except Exception:
+                ok = False
+            self._regexes[pattern] = ok
+        return ok
+
     def _check_nodes(
-        self, schema: dict[str, Any], nodes: list[Node], compiled: Any, base: str, emit: _Emit
+        self, schema: dict[str, Any], nodes: list[Node], compiles: bool, base: str, emit: _Emit
     ) -> None:
         """Parameter descriptions, unsatisfiable required names, defaults and examples."""
-        registry: Any = None
+        registry_box: list[Any] = []  # the root as a registry, built on first need
         for node in nodes:
             sub = node.schema
-            where = base + json_pointer(list(node.parts))
             if node.prop is not None and not described(sub, schema):
-                emit("D002", where, f"parameter {node.prop!r} has no description")
-            self._check_required(sub, where, emit)
-            if compiled is None or not ("default" in sub or isinstance(sub.get("examples"), list)):
+                emit("D002", _at(base, node.parts), f"parameter {node.prop!r} has no description")
+            if "required" in sub:
+                self._check_required(node, base, emit)
+            if not compiles or not ("default" in sub or isinstance(sub.get("examples"), list)):
                 continue
-            if node.parts == ():
-                validator: Any = compiled
-            else:
-                try:
-                    if has_ref(sub):
-                        if registry is None:
-                            registry = self._rs.Registry([(_LINT_ROOT_URI, schema)])
-                        ref = {"$ref": _LINT_ROOT_URI + "#" + json_pointer(list(node.parts))}
-                        validator = self._rs.Draft202012Validator(
-                            ref, registry=registry, retriever=_refuse_remote
-                        )
-                    else:
-                        validator = self._rs.Draft202012Validator(sub, retriever=_refuse_remote)
-                except Exception:
-                    continue  # the whole schema compiled, so this is a corner we cannot judge
+            try:
+                validator = self._value_validator(schema, node, registry_box)
+            except Exception:
+                continue  # the schema as a whole compiles; a corner we cannot judge alone
             if "default" in sub and not validator.is_valid(sub["default"]):
                 emit(
                     "V001",
-                    where + "/default",
+                    _at(base, node.parts, "default"),
                     f"default {short(sub['default'])} is invalid: "
                     f"{self._why(validator, sub['default'])}",
                 )
@@ -261,7 +367,7 @@ class Linter:
                 if not validator.is_valid(example):
                     emit(
                         "V002",
-                        f"{where}/examples/{i}",
+                        _at(base, node.parts, "examples", i),
                         f"example {short(example)} is invalid: {self._why(validator, example)}",
                     )
 
@@ -286,7 +392,7 @@ class Linter:
                 for parts, fields in PROFILE_CHECKS[check.kind](check, schema, nodes):
                     emit(
                         check.rule,
-                        base + json_pointer(list(parts)),
+                        _at(base, parts),
                         check.message.format(**fields),
                         sev,
                     )
@@ -305,7 +411,8 @@ class Linter:
         return severity
 
     @staticmethod
-    def _check_required(sub: dict[str, Any], where: str, emit: _Emit) -> None:
+    def _check_required(node: Node, base: str, emit: _Emit) -> None:
+        sub = node.schema
         required, props = sub.get("required"), sub.get("properties")
         if not isinstance(required, list) or not isinstance(props, dict):
             return
@@ -316,7 +423,7 @@ class Linter:
             if isinstance(name, str) and name not in props:
                 emit(
                     "S006",
-                    f"{where}/required/{i}",
+                    _at(base, node.parts, "required", i),
                     f"required property {name!r} is not in properties, and additionalProperties "
                     "is false: no input can satisfy this schema",
                 )

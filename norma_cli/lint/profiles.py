@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from norma_cli.lint.rules import RULES, RuleInfo, Severity
-from norma_cli.lint.walk import Node, Parts, is_object_schema, short, split_pointer
+from norma_cli.lint.walk import Node, Parts, short, split_pointer
 
 # Each provider restriction is one row: a generic check (`kind`, implemented in PROFILE_CHECKS)
 # with its parameters, when it applies, and where the restriction is documented. Adding a
@@ -41,35 +41,27 @@ class Profile:
     exempt_schema_keys: frozenset[str] = frozenset()
 
 
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
-_OPENAI_API = "OpenAI API reference, Chat Completions: tools[].function.name"
 _OPENAI_SO = "OpenAI guide 'Structured Outputs', section 'Supported schemas'"
-_ANTHROPIC_TOOLS = "Anthropic docs 'Tool use: define tools' (name ^[a-zA-Z0-9_-]{1,64}$)"
 _ANTHROPIC_STRICT = "Anthropic docs 'Structured outputs: JSON Schema limitations' (strict tool use)"
 _GEMINI_FD = "Gemini API reference: FunctionDeclaration.name"
 _GEMINI_SCHEMA = "Gemini API reference: Schema (a select subset of the OpenAPI 3.0 schema object)"
 
+# OpenAI ("a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of 64",
+# API reference tools[].function.name) and Anthropic (^[a-zA-Z0-9_-]{1,64}$, tool use docs)
+# accept exactly the names norma's own N001 does, so they have no name row: it could never fire.
+# Gemini's rule is stricter (a leading letter or underscore), so it has one.
 PROFILES: dict[str, Profile] = {
     "openai": Profile(
         key="openai",
         title="OpenAI function calling",
         checks=(
-            ProfileCheck(
-                "P-OPENAI-001",
-                "function-name",
-                "name-pattern",
-                "always",
-                "error",
-                "OpenAI function names must be a-z, A-Z, 0-9, '_' or '-', at most 64 characters",
-                {"pattern": r"^[a-zA-Z0-9_-]{1,64}$"},
-                _OPENAI_API,
-            ),
             # "Root objects must not be anyOf and must be an object."
             ProfileCheck(
-                "P-OPENAI-002",
+                "P-OPENAI-001",
                 "root-combinator",
                 "root-keywords",
                 "strict",
@@ -80,7 +72,7 @@ PROFILES: dict[str, Profile] = {
             ),
             # "additionalProperties: false must always be set in objects."
             ProfileCheck(
-                "P-OPENAI-003",
+                "P-OPENAI-002",
                 "object-not-closed",
                 "closed-object",
                 "strict",
@@ -90,7 +82,7 @@ PROFILES: dict[str, Profile] = {
             ),
             # "All fields or function parameters must be specified as required."
             ProfileCheck(
-                "P-OPENAI-004",
+                "P-OPENAI-003",
                 "property-not-required",
                 "all-required",
                 "strict",
@@ -104,7 +96,7 @@ PROFILES: dict[str, Profile] = {
             # supported union). pattern, format, minimum/maximum, multipleOf, minItems/maxItems
             # are supported.
             ProfileCheck(
-                "P-OPENAI-005",
+                "P-OPENAI-004",
                 "keyword-unsupported",
                 "keywords",
                 "strict",
@@ -121,7 +113,7 @@ PROFILES: dict[str, Profile] = {
                 _OPENAI_SO,
             ),
             ProfileCheck(
-                "P-OPENAI-006",
+                "P-OPENAI-005",
                 "format-unsupported",
                 "format-allowed",
                 "strict",
@@ -134,7 +126,7 @@ PROFILES: dict[str, Profile] = {
             # OpenAI rejects it outright ("'default' is not permitted", openai-agents-python
             # issue #4390).
             ProfileCheck(
-                "P-OPENAI-007",
+                "P-OPENAI-006",
                 "default-in-strict",
                 "keywords",
                 "strict-only",
@@ -145,7 +137,7 @@ PROFILES: dict[str, Profile] = {
                 _OPENAI_SO,
             ),
             ProfileCheck(
-                "P-OPENAI-008",
+                "P-OPENAI-007",
                 "nesting-too-deep",
                 "max-nesting",
                 "strict",
@@ -155,7 +147,7 @@ PROFILES: dict[str, Profile] = {
                 _OPENAI_SO,
             ),
             ProfileCheck(
-                "P-OPENAI-009",
+                "P-OPENAI-008",
                 "too-many-properties",
                 "max-properties",
                 "strict",
@@ -165,7 +157,7 @@ PROFILES: dict[str, Profile] = {
                 _OPENAI_SO,
             ),
             ProfileCheck(
-                "P-OPENAI-010",
+                "P-OPENAI-009",
                 "too-many-enum-values",
                 "max-enum-values",
                 "strict",
@@ -176,7 +168,7 @@ PROFILES: dict[str, Profile] = {
             ),
             # "A max of 128 functions are supported." (tools parameter)
             ProfileCheck(
-                "P-OPENAI-011",
+                "P-OPENAI-010",
                 "too-many-tools",
                 "max-tools",
                 "always",
@@ -191,20 +183,10 @@ PROFILES: dict[str, Profile] = {
         key="anthropic",
         title="Anthropic tool use",
         checks=(
-            ProfileCheck(
-                "P-ANTHROPIC-001",
-                "tool-name",
-                "name-pattern",
-                "always",
-                "error",
-                "Anthropic tool names must match ^[a-zA-Z0-9_-]{1,64}$",
-                {"pattern": r"^[a-zA-Z0-9_-]{1,64}$"},
-                _ANTHROPIC_TOOLS,
-            ),
             # The API answers "input_schema does not support oneOf, allOf, or anyOf at the top
             # level" (seen in anthropics/claude-code issues #5319, #5878, #5973).
             ProfileCheck(
-                "P-ANTHROPIC-002",
+                "P-ANTHROPIC-001",
                 "root-combinator",
                 "root-keywords",
                 "always",
@@ -214,7 +196,7 @@ PROFILES: dict[str, Profile] = {
                 "Anthropic Messages API error for tools[].input_schema",
             ),
             ProfileCheck(
-                "P-ANTHROPIC-003",
+                "P-ANTHROPIC-002",
                 "object-not-closed",
                 "closed-object",
                 "strict-only",
@@ -223,7 +205,7 @@ PROFILES: dict[str, Profile] = {
                 source=_ANTHROPIC_STRICT,
             ),
             ProfileCheck(
-                "P-ANTHROPIC-004",
+                "P-ANTHROPIC-003",
                 "keyword-unsupported",
                 "keywords",
                 "strict-only",
@@ -238,7 +220,7 @@ PROFILES: dict[str, Profile] = {
                 _ANTHROPIC_STRICT,
             ),
             ProfileCheck(
-                "P-ANTHROPIC-005",
+                "P-ANTHROPIC-004",
                 "min-items-unsupported",
                 "keyword-max",
                 "strict-only",
@@ -248,7 +230,7 @@ PROFILES: dict[str, Profile] = {
                 _ANTHROPIC_STRICT,
             ),
             ProfileCheck(
-                "P-ANTHROPIC-006",
+                "P-ANTHROPIC-005",
                 "recursive-schema",
                 "recursive-ref",
                 "strict-only",
@@ -349,23 +331,24 @@ _Check = Callable[[ProfileCheck, dict[str, Any], list[Node]], Iterator[_Hit]]
 def _check_root_keywords(
     check: ProfileCheck, root: dict[str, Any], _: list[Node]
 ) -> Iterator[_Hit]:
-    for keyword in check.params["keywords"]:
-        if keyword in root:
+    banned = check.params["keywords"]
+    for keyword in root:
+        if keyword in banned:
             yield (keyword,), {"keyword": keyword}
 
 
 def _check_keywords(check: ProfileCheck, _: dict[str, Any], nodes: list[Node]) -> Iterator[_Hit]:
     banned = check.params["keywords"]
     for node in nodes:
-        for keyword in banned:
-            if keyword in node.schema:
+        for keyword in node.schema:
+            if keyword in banned:
                 yield (*node.parts, keyword), {"keyword": keyword}
 
 
 def _check_keywords_allowed(
     check: ProfileCheck, _: dict[str, Any], nodes: list[Node]
 ) -> Iterator[_Hit]:
-    allowed = frozenset(check.params["allowed"])
+    allowed = check.params["allowed"]
     for node in nodes:
         for keyword in node.schema:
             if keyword not in allowed:
@@ -391,7 +374,7 @@ def _check_enum_non_string(
 
 def _check_closed_object(_c: ProfileCheck, _r: dict[str, Any], nodes: list[Node]) -> Iterator[_Hit]:
     for node in nodes:
-        if is_object_schema(node.schema) and node.schema.get("additionalProperties") is not False:
+        if node.is_object and node.schema.get("additionalProperties") is not False:
             yield node.parts, {}
 
 
@@ -414,14 +397,14 @@ def _check_object_without_properties(
     _c: ProfileCheck, _r: dict[str, Any], nodes: list[Node]
 ) -> Iterator[_Hit]:
     for node in nodes:
-        if is_object_schema(node.schema) and not node.schema.get("properties"):
+        if node.is_object and not node.schema.get("properties"):
             yield node.parts, {}
 
 
 def _check_format_allowed(
     check: ProfileCheck, _: dict[str, Any], nodes: list[Node]
 ) -> Iterator[_Hit]:
-    allowed = frozenset(check.params["allowed"])
+    allowed = check.params["allowed"]
     for node in nodes:
         fmt = node.schema.get("format")
         if isinstance(fmt, str) and fmt not in allowed:

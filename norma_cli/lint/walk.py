@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import Any
 
 Parts = tuple[str | int, ...]
 
@@ -15,28 +15,31 @@ def split_pointer(pointer: str) -> list[str]:
     return [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
 
 
-_MAP_KEYWORDS = frozenset(
-    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-)
-_ONE_KEYWORDS = frozenset(
-    {
-        "additionalProperties",
-        "items",
-        "contains",
-        "not",
-        "if",
-        "then",
-        "else",
-        "propertyNames",
-        "unevaluatedItems",
-        "unevaluatedProperties",
-        "additionalItems",
-        "contentSchema",
-    }
-)
-_LIST_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
-
-
+# How each schema-valued keyword holds its subschemas.
+_MAP, _ONE, _LIST = "map", "one", "list"
+_KINDS = {
+    **dict.fromkeys(
+        ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"), _MAP
+    ),
+    **dict.fromkeys(
+        (
+            "additionalProperties",
+            "items",  # a list here is draft-07 tuple form
+            "contains",
+            "not",
+            "if",
+            "then",
+            "else",
+            "propertyNames",
+            "unevaluatedItems",
+            "unevaluatedProperties",
+            "additionalItems",
+            "contentSchema",
+        ),
+        _ONE,
+    ),
+    **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems"), _LIST),
+}
 # Subschemas under these only constrain input that other keywords describe, so their
 # properties are not parameters that need descriptions of their own.
 _CONSTRAINT_KEYWORDS = frozenset(
@@ -44,46 +47,83 @@ _CONSTRAINT_KEYWORDS = frozenset(
 )
 
 
-class Node(NamedTuple):
-    parts: Parts  # path from the schema root
-    schema: dict[str, Any]
-    prop: str | None  # the property name when this declares a parameter under "properties"
-    nesting: int  # how many "properties" levels deep
+class Node:
+    """One subschema. Its path is kept as a link to its parent and the step from there, and
+    spelled out only when a diagnostic needs it."""
+
+    __slots__ = ("_is_object", "nesting", "parent", "prop", "schema", "step")
+
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        parent: Node | None,
+        step: Parts,
+        prop: str | None,
+        nesting: int,
+    ) -> None:
+        self.schema = schema
+        self.parent = parent
+        self.step = step  # keys from the parent to here: ("items",) or ("properties", "path")
+        self.prop = prop  # the property name when this declares a parameter under "properties"
+        self.nesting = nesting  # how many "properties" levels deep
+        self._is_object: bool | None = None
+
+    @property
+    def is_object(self) -> bool:
+        """Does this subschema describe an object (by "type", or by "properties" alone)?"""
+        if self._is_object is None:
+            self._is_object = is_object_schema(self.schema)
+        return self._is_object
+
+    @property
+    def parts(self) -> Parts:
+        """The path from the schema root."""
+        steps: list[Parts] = []
+        node: Node | None = self
+        while node is not None:
+            steps.append(node.step)
+            node = node.parent
+        return tuple(part for step in reversed(steps) for part in step)
 
 
 def walk(root: dict[str, Any]) -> list[Node]:
     """Every subschema (objects only; boolean schemas have nothing to check), in document order.
 
     Only schema-valued keywords are followed, so a property *named* "default" is not mistaken
-    for the keyword.
+    for the keyword. Runs once per tool and dominates linting time, hence the plain loop.
     """
     out: list[Node] = []
-    # (parts, schema, property name, nesting, declares parameters)
-    stack: list[tuple[Parts, Any, str | None, int, bool]] = [((), root, None, 0, True)]
+    # (schema, parent, step, property name, nesting, declares parameters)
+    stack: list[tuple[Any, Node | None, Parts, str | None, int, bool]] = [
+        (root, None, (), None, 0, True)
+    ]
+    push = stack.append
     while stack:
-        parts, node, prop, nesting, declares = stack.pop()
-        if not isinstance(node, dict):
+        schema, parent, step, prop, nesting, declares = stack.pop()
+        if not isinstance(schema, dict):
             continue
-        out.append(Node(parts, node, prop, nesting))
-        children: list[tuple[Parts, Any, str | None, int, bool]] = []
-        for key, value in node.items():
+        node = Node(schema, parent, step, prop, nesting)
+        out.append(node)
+        for key in reversed(schema):  # pushed last-first, so popped in document order
+            kind = _KINDS.get(key)
+            if kind is None:
+                continue
+            value = schema[key]
             inner = declares and key not in _CONSTRAINT_KEYWORDS
-            if key in _MAP_KEYWORDS and isinstance(value, dict):
-                is_props = key == "properties"
-                depth = nesting + 1 if is_props else nesting
-                for name, sub in value.items():
-                    named = name if is_props and inner else None
-                    children.append(((*parts, key, name), sub, named, depth, inner))
-            elif key in _ONE_KEYWORDS:
-                if isinstance(value, list):  # draft-07 tuple "items"
-                    for i, sub in enumerate(value):
-                        children.append(((*parts, key, i), sub, None, nesting, inner))
-                else:
-                    children.append(((*parts, key), value, None, nesting, inner))
-            elif key in _LIST_KEYWORDS and isinstance(value, list):
-                for i, sub in enumerate(value):
-                    children.append(((*parts, key, i), sub, None, nesting, inner))
-        stack.extend(reversed(children))
+            if kind is _MAP:
+                if isinstance(value, dict):
+                    is_props = key == "properties"
+                    depth = nesting + 1 if is_props else nesting
+                    named = is_props and inner
+                    for name in reversed(value):
+                        push(
+                            (value[name], node, (key, name), name if named else None, depth, inner)
+                        )
+            elif isinstance(value, list):
+                for i in range(len(value) - 1, -1, -1):
+                    push((value[i], node, (key, i), None, nesting, inner))
+            elif kind is _ONE:
+                push((value, node, (key,), None, nesting, inner))
     return out
 
 
@@ -92,16 +132,6 @@ def is_object_schema(schema: dict[str, Any]) -> bool:
     if kind == "object" or (isinstance(kind, list) and "object" in kind):
         return True
     return kind is None and "properties" in schema
-
-
-def has_ref(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        if "$ref" in schema or "$dynamicRef" in schema:
-            return True
-        return any(has_ref(v) for v in schema.values() if isinstance(v, dict | list))
-    if isinstance(schema, list):
-        return any(has_ref(v) for v in schema if isinstance(v, dict | list))
-    return False
 
 
 def resolve_local(root: dict[str, Any], ref: str) -> Any:
