@@ -608,3 +608,31 @@ def test_executor_caps_a_large_read(root: Path, tmp_path: Path) -> None:
     assert not result.is_error
     assert result.meta.spill is not None and Path(result.meta.spill.path).parent == spill_dir
     assert "full output in" in result.text()
+
+
+def test_read_deny_rules_hide_entries_from_glob_and_ls(norma, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import json as _json
+
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "key.txt").write_text("k")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("a")
+    (tmp_path / "private.env").write_text("p")
+    deny = ("--deny", "Read(./secrets/**)", "--ask", "Read(*.env)")
+    out = norma(*deny, "run", "Glob", "-i", '{"pattern": "**/*"}', "--text").stdout
+    assert "app.py" in out and "key.txt" not in out and "private.env" not in out
+    out = norma(*deny, "run", "LS", "-i", _json.dumps({"path": "."}), "--text").stdout
+    assert "src/" in out and "secrets" not in out and "private.env" not in out
+    # without the rules everything is listed
+    assert "key.txt" in norma("run", "Glob", "-i", '{"pattern": "**/*"}', "--text").stdout
+
+
+def test_allow_rule_naming_an_outside_path_lets_read_open_it(norma, tmp_path: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "notes.txt").write_text("outside notes")
+    work = tmp_path / "work"
+    work.mkdir()
+    target = str(outside / "notes.txt")
+    assert norma("run", "Read", "--arg", f"file_path={target}", cwd=work).returncode == 3
+    proc = norma("--allow", f"Read(/{outside}/**)", "run", "Read", "--arg", f"file_path={target}", cwd=work)
+    assert proc.returncode == 0 and "outside notes" in proc.stdout

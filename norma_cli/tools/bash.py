@@ -7,8 +7,14 @@ arrives, so a huge output is spilled to a file instead of being held in memory.
 
 Timeouts and leftovers end the whole process group, not just the shell: ``sleep 30 & sleep
 30`` must not leave a sleeper behind. A foreground command is over when its shell exits;
-anything it left running in its group is ended then too (background tasks, a later feature,
-are the way to keep a process alive).
+anything it left running in its group is ended then too.
+
+Background tasks (``norma_cli.tools.tasks``) are the way to keep a process alive:
+``run_in_background: true`` starts the command as a task and returns its id at once, and
+``background_on_timeout: true`` runs it as a task from the start but waits like a foreground
+command: if it ends within ``timeout`` the result is the same as in the foreground, otherwise
+it is *moved to the background* (left running, not killed) and the result carries the task
+id. Both need background tasks enabled (``[tools] background``, on by default).
 """
 
 from __future__ import annotations
@@ -47,16 +53,20 @@ class BashTool(Tool):
         "stdout and stderr and its exit code. Bash is NOT a sandbox: the command runs with "
         "norma's own user rights and can read, change or delete anything that user can, "
         "anywhere on the system; the file tools' root confinement does not apply to it. "
-        f"Foreground only; timeout in milliseconds (default {DEFAULT_TIMEOUT_MS}, max "
-        f"{MAX_TIMEOUT_MS})."
+        f"Runs in the foreground with a timeout in milliseconds (default {DEFAULT_TIMEOUT_MS}, "
+        f"max {MAX_TIMEOUT_MS}), or as a background task (run_in_background) whose output is "
+        "read with TaskOutput."
     )
     prompt = (
         "Use Bash for builds, tests, git and other programs. Prefer Read/Write/Edit/LS/Glob for "
         "files. stdin is /dev/null, so interactive programs fail; pass flags such as --yes or "
         "--no-pager. Quote paths with spaces. Chain dependent steps with &&. When the command "
         "returns, processes it left running are ended; a command that outlives `timeout` is "
-        "killed with its whole process group and you get the output so far. Give a short "
-        "`description` of what the command does."
+        "killed with its whole process group and you get the output so far, unless "
+        "`background_on_timeout` is true: then it keeps running as a background task. For "
+        "servers, watchers and long builds use `run_in_background: true` (no timeout) and "
+        "then TaskOutput, Monitor (wait for a line such as 'listening on') and TaskStop. "
+        "Give a short `description` of what the command does."
     )
     input_schema = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -77,7 +87,12 @@ class BashTool(Tool):
             "run_in_background": {
                 "type": "boolean",
                 "default": False,
-                "description": "Run as a background task (not enabled yet: must be false).",
+                "description": "Start the command as a background task and return its task id at once (no timeout).",
+            },
+            "background_on_timeout": {
+                "type": "boolean",
+                "default": False,
+                "description": "If the command is still running at the timeout, move it to the background as a task instead of killing it.",
             },
         },
         "required": ["command"],
@@ -91,13 +106,23 @@ class BashTool(Tool):
     timeout = None  # bounded by the command's own timeout, enforced here
 
     def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
-        if tool_input.get("run_in_background"):
-            return ToolOutput.error(
-                "background tasks are not enabled; run the command in the foreground "
-                "(run_in_background: false)"
-            )
         command = tool_input["command"]
         timeout_ms = min(int(tool_input.get("timeout") or DEFAULT_TIMEOUT_MS), MAX_TIMEOUT_MS)
+        if tool_input.get("run_in_background") or tool_input.get("background_on_timeout"):
+            from norma_cli.tools.tasks import background_enabled
+
+            if not background_enabled(ctx.session):
+                flag = (
+                    "run_in_background"
+                    if tool_input.get("run_in_background")
+                    else "background_on_timeout"
+                )
+                return ToolOutput.error(
+                    f"background tasks are not enabled; run the command in the foreground ({flag}: false)"
+                )
+            if tool_input.get("run_in_background"):
+                return _start_background(command, tool_input, ctx)
+            return _run_movable(command, timeout_ms, tool_input, ctx)
         shell = shutil.which("bash") or "/bin/sh"
         sink = _Sink(getattr(ctx.session, "capper", None))
         started = time.monotonic()
@@ -133,33 +158,129 @@ class BashTool(Tool):
         finally:
             if proc.stdout is not None:
                 proc.stdout.close()
-        duration = round(time.monotonic() - started, 3)
-        text, meta = sink.finish()
-        notes: list[str] = []
-        if timed_out:
-            notes.append(
-                f"Command timed out after {timeout_ms / 1000:g}s; its process group was killed."
-            )
-        elif leftovers:
-            notes.append("[processes the command left running were ended]")
-        if not timed_out and code != 0:
-            notes.append(_exit_text(code))
-        if sink.dropped_bytes:
-            notes.append(
-                f"[output over {MAX_OUTPUT_BYTES:,} bytes: the last {sink.dropped_bytes:,} bytes were discarded]"
-            )
-        if not text and not notes:
-            text = "(no output)"
-        body = "\n\n".join(p for p in (text, *notes) if p)
-        meta.update(
-            exit_code=None if timed_out else code,
-            duration=duration,
-            timed_out=timed_out,
-            pgid=pgid,
-            shell=shell,
-            dropped_bytes=sink.dropped_bytes,
+        return _finish(sink, code, timed_out, leftovers, timeout_ms, started, pgid, shell)
+
+
+def _finish(
+    sink: _Sink,
+    code: int,
+    timed_out: bool,
+    leftovers: bool,
+    timeout_ms: int,
+    started: float,
+    pgid: int,
+    shell: str,
+) -> ToolOutput:
+    """The result of a foreground command, from its collected output and how it ended."""
+    duration = round(time.monotonic() - started, 3)
+    text, meta = sink.finish()
+    notes: list[str] = []
+    if timed_out:
+        notes.append(
+            f"Command timed out after {timeout_ms / 1000:g}s; its process group was killed."
         )
-        return ToolOutput.text(body, is_error=timed_out or code != 0, **meta)
+    elif leftovers:
+        notes.append("[processes the command left running were ended]")
+    if not timed_out and code != 0:
+        notes.append(_exit_text(code))
+    if sink.dropped_bytes:
+        notes.append(
+            f"[output over {MAX_OUTPUT_BYTES:,} bytes: the last {sink.dropped_bytes:,} bytes were discarded]"
+        )
+    if not text and not notes:
+        text = "(no output)"
+    body = "\n\n".join(p for p in (text, *notes) if p)
+    meta.update(
+        exit_code=None if timed_out else code,
+        duration=duration,
+        timed_out=timed_out,
+        pgid=pgid,
+        shell=shell,
+        dropped_bytes=sink.dropped_bytes,
+    )
+    return ToolOutput.text(body, is_error=timed_out or code != 0, **meta)
+
+
+def _start_background(command: str, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
+    from norma_cli.tools.tasks import TaskError, manager
+
+    try:
+        mgr = manager(ctx)
+        rec = mgr.start(command, ctx.cwd, tool_input.get("description", ""))
+    except TaskError as exc:
+        return ToolOutput.error(str(exc))
+    if getattr(ctx.session, "persistent", False):
+        lifetime = "It keeps running after this norma exits (named session)."
+    else:
+        lifetime = (
+            "It is ended when this session closes (a one-shot `norma run` closes when norma exits)."
+        )
+    return ToolOutput.text(
+        f"Started background task {rec.id} (pid {rec.pid}). Read its output with TaskOutput "
+        f'{{"task_id": "{rec.id}"}}, wait for a line or for the exit with Monitor, stop it '
+        f"with TaskStop. {lifetime}",
+        task_id=rec.id,
+        pid=rec.pid,
+        pgid=rec.pgid,
+        log=str(mgr.log_path(rec.id)),
+    )
+
+
+def _run_movable(
+    command: str, timeout_ms: int, tool_input: dict[str, Any], ctx: CallContext
+) -> ToolOutput:
+    """A foreground command run as a task: moved to the background at the timeout, not killed."""
+    from norma_cli.tools.tasks import TaskError, manager, read_limit
+
+    started = time.monotonic()
+    try:
+        mgr = manager(ctx)
+        rec = mgr.start(command, ctx.cwd, tool_input.get("description", ""))
+    except TaskError as exc:
+        return ToolOutput.error(str(exc))
+    try:
+        finished = mgr.wait_exit(rec, started + timeout_ms / 1000)
+    except BaseException:
+        mgr.stop(rec)
+        mgr.forget(rec)
+        raise
+    if not finished:
+        text, more = mgr.read_new(rec, read_limit(ctx))
+        body = (
+            f"Command still running after {timeout_ms / 1000:g}s: moved to the background as task "
+            f'{rec.id} (not killed). Read further output with TaskOutput {{"task_id": "{rec.id}"}}, '
+            "wait with Monitor, stop it with TaskStop."
+        )
+        shown = text.rstrip("\n") or "(no output yet)"
+        body += f"\n\nOutput so far:\n{shown}"
+        if more:
+            body += "\n\n[more output is waiting: call TaskOutput]"
+        return ToolOutput.text(
+            body,
+            task_id=rec.id,
+            moved_to_background=True,
+            timed_out=True,
+            pgid=rec.pgid,
+            log=str(mgr.log_path(rec.id)),
+        )
+    sink = _Sink(getattr(ctx.session, "capper", None))
+    try:
+        state = mgr.state(rec)
+        leftovers = bool(state.leftovers)
+        if leftovers:
+            mgr.stop(rec)
+        with open(mgr.log_path(rec.id), "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                sink.feed(chunk)
+    except BaseException:
+        sink.abort()
+        raise
+    finally:
+        mgr.forget(rec)
+    code = state.exit_code
+    if code is None:  # the shell itself was killed: report the signal as Popen would
+        code = -signal.Signals[state.signal_name].value if state.signal_name else 1
+    return _finish(sink, code, False, leftovers, timeout_ms, started, rec.pgid, rec.shell)
 
 
 def _exit_text(code: int) -> str:

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from norma_cli.core.contract import CallContext, ContentBlock, Tool, ToolOutput
 from norma_cli.errors import NormaError
+from norma_cli.policy.filescope import read_filter
 from norma_cli.tools.confine import (
     ConfinementError,
     Location,
@@ -604,12 +605,15 @@ class LSTool(FileTool):
         ignore = list(tool_input.get("ignore") or [])
         loc = locate(raw, ctx)
         fd = _open_dir(loc, raw)
+        hide = read_filter(ctx)
         entries: list[str] = []
         try:
             with os.scandir(fd) as it:
                 for entry in it:
                     if any(fnmatch.fnmatchcase(entry.name, pat) for pat in ignore):
                         continue
+                    if hide is not None and hide.hides(str(loc.path / entry.name), ctx):
+                        continue  # a Read deny/ask rule protects it
                     entries.append(_describe(entry, fd))
         finally:
             os.close(fd)
@@ -792,6 +796,7 @@ class GlobTool(FileTool):
         depth = None if "**" in rest else rest.count("/") + 1
         loc = locate(base, ctx)
         fd = _open_dir(loc, base)
+        hide = read_filter(ctx)
         found: list[tuple[float, str]] = []
         visited = 0
         truncated_walk = False
@@ -809,6 +814,8 @@ class GlobTool(FileTool):
                             truncated_walk = True
                             break
                         rel = prefix + entry.name
+                        if hide is not None and hide.hides(str(loc.path / rel), ctx):
+                            continue  # a Read deny/ask rule protects it (and all beneath)
                         try:
                             is_dir = entry.is_dir(follow_symlinks=False)
                             if is_dir:
