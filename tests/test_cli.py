@@ -192,7 +192,7 @@ def test_calls_malformed_line_runs_nothing(norma: RunNorma, tmp_path: Path) -> N
 def test_tools_list_and_show(norma: RunNorma) -> None:
     listed = json.loads(norma("tools", "list", "--json").stdout)
     names = [t["name"] for t in listed]
-    assert names == sorted(["Bash", "Edit", "Glob", "LS", "MultiEdit", "Read", "Write"])
+    assert names == sorted(["Bash", "Edit", "Glob", "Grep", "LS", "Monitor", "MultiEdit", "Read", "TaskList", "TaskOutput", "TaskStop", "Write"])
     read = next(t for t in listed if t["name"] == "Read")
     assert read["read_only"] and read["concurrency_safe"]
     shown = json.loads(norma("tools", "show", "Write", "--json").stdout)

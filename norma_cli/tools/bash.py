@@ -411,7 +411,19 @@ def _drain(fd: int, sink: _Sink) -> None:
 def _group_alive(pgid: int) -> bool:
     """Whether any live (non-zombie) process is still in the group."""
     if sys.platform.startswith("linux") and os.path.isdir("/proc/self"):
-        return bool(group_members(pgid))
+        for attempt in range(4):
+            if group_members(pgid):
+                return True
+            # A /proc listing can miss a process being reparented at that moment (its parent
+            # just exited): ask the kernel whether the group still exists before saying no.
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                pass
+            time.sleep(0.002 * (attempt + 1))
+        return False  # only zombies left
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
