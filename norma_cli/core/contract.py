@@ -110,9 +110,21 @@ class CallContext:
     agent: str | None = None
     tool_use_id: str = ""
     session: Any = None  # the runtime Session (background tasks, unlock set, spill dir, ...)
+    # raw path -> resolved path, so the rules and the tool of one call see the same resolution
+    resolved: dict[str, Path] = field(default_factory=dict, repr=False)
 
     def inside_roots(self, path: Path) -> bool:
-        return any(path == r or path.is_relative_to(r) for r in self.roots)
+        return path_inside(str(path), self.roots)
+
+
+def path_inside(path: str, roots: tuple[Path, ...]) -> bool:
+    """``path`` (absolute, normalised) is one of ``roots`` or lies beneath one (string test:
+    pathlib's ``is_relative_to`` costs microseconds on every call of every file tool)."""
+    for root in roots:
+        r = str(root)
+        if path == r or path.startswith(r if r.endswith("/") else r + "/"):
+            return True
+    return False
 
 
 class Tool:

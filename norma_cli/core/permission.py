@@ -15,6 +15,7 @@ this engine only explains which stage reached which verdict.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,11 +31,15 @@ PluginOpinion = Callable[[Tool, dict[str, Any], CallContext], Decision | None]
 
 
 def resolve_path(raw: str, ctx: CallContext) -> Path:
-    """Absolute, normalised, symlink-resolved spelling of a path from a tool input."""
-    p = Path(raw).expanduser()
-    if not p.is_absolute():
-        p = ctx.cwd / p
-    return p.resolve(strict=False)
+    """Absolute, normalised, symlink-resolved spelling of a path from a tool input.
+
+    Memoised per call (``ctx.resolved``): the rules and the tool judge and open the same path.
+    """
+    hit = ctx.resolved.get(raw)
+    if hit is None:
+        joined = os.path.join(str(ctx.cwd), os.path.expanduser(raw))
+        hit = ctx.resolved[raw] = Path(os.path.realpath(joined))
+    return hit
 
 
 class PermissionEngine:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from norma_cli.core.contract import path_inside
 from norma_cli.errors import NormaError
 
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ class Location:
 # ----------------------------------------------------------------------------- locating
 def allowed_roots(ctx: CallContext) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """The working roots and the extra roots the runtime granted through allow rules."""
-    extra = getattr(ctx.session, "extra_roots", None) or ()
-    return tuple(ctx.roots), tuple(Path(p).resolve(strict=False) for p in extra)
+    extra = getattr(ctx.session, "extra_roots", None) or ()  # resolved by the runtime
+    return tuple(ctx.roots), tuple(Path(p) for p in extra)
 
 
 def locate(raw: str, ctx: CallContext) -> Location:
@@ -93,18 +94,19 @@ def locate(raw: str, ctx: CallContext) -> Location:
     if "\x00" in raw:
         raise ConfinementError("path contains a NUL byte")
     resolved = resolve_path(raw, ctx)
+    text = str(resolved)
     roots, extra = allowed_roots(ctx)
-    inside = [r for r in roots if resolved == r or resolved.is_relative_to(r)]
+    inside = [r for r in roots if path_inside(text, (r,))]
     if inside:
-        root = max(inside, key=lambda r: len(r.parts))
-        return Location(resolved, root, _rel(resolved, root))
+        root = max(inside, key=lambda r: len(str(r)))
+        return Location(resolved, root, _rel(text, str(root)))
     for granted in extra:
         if resolved == granted:
             if os.path.isdir(granted):
                 return Location(resolved, granted, ".")
             return Location(resolved, granted.parent, granted.name)
-        if resolved.is_relative_to(granted):
-            return Location(resolved, granted, _rel(resolved, granted))
+        if path_inside(text, (granted,)):
+            return Location(resolved, granted, _rel(text, str(granted)))
     spelled = f"{raw} (resolves to {resolved})" if str(resolved) != raw else raw
     names = ", ".join(str(r) for r in roots) or "none"
     raise ConfinementError(
@@ -113,9 +115,11 @@ def locate(raw: str, ctx: CallContext) -> Location:
     )
 
 
-def _rel(path: Path, root: Path) -> str:
-    rel = path.relative_to(root).as_posix()
-    return rel if rel not in ("", ".") else "."
+def _rel(path: str, root: str) -> str:
+    if path == root:
+        return "."
+    rel = path[len(root) :].lstrip("/")
+    return rel or "."
 
 
 # ----------------------------------------------------------------------------- opening
