@@ -1,0 +1,1 @@
+"""Outbound network access for the web tools: the SSRF guard and the guarded HTTP client."""
