@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 @click.option("--max-concurrency", default=8, show_default=True, type=click.IntRange(1, 256), help="Parallel concurrency-safe calls in a batch.")
 @click.option("--dry-run", is_flag=True, help="Decide (lookup, schema, permission) without running the tool.")
 @click.option("--text", "text_only", is_flag=True, help="Print only the text content of the result.")
+@click.option("--no-wait", is_flag=True, help="Do not wait for an approval: exit 4 with the pending id (norma.pending_id).")
+@click.option("--session", "session_id", metavar="ID", help="Name the session: its background tasks outlive this invocation, and a later run with the same ID can read or stop them.")
 @click.pass_obj
 def run(
     app: Any,
@@ -31,6 +33,8 @@ def run(
     max_concurrency: int,
     dry_run: bool,
     text_only: bool,
+    session_id: str | None,
+    no_wait: bool,
 ) -> None:
     """Run one tool call, or a batch of them, through the policy pipeline.
 
@@ -38,28 +42,80 @@ def run(
     1 the tool returned an error, 2 usage or configuration error, 3 denied by policy, 4 pending
     approval (--no-wait). With --calls: 0 when every call succeeded, else the most severe code
     among them (3 > 4 > 1).
+
+    The run is a session that closes when norma exits — normally, on SIGINT, SIGTERM or SIGHUP —
+    and its background tasks end with it, unless --session names a session that outlives it.
     """
     from norma_cli.errors import UsageError
 
-    if calls is not None:
-        if name or input_ or args:
-            raise UsageError("--calls cannot be combined with NAME, -i or --arg")
-        batch = read_calls(calls)
-        code = _run_batch(app, batch, max_concurrency, dry_run, text_only)
-    else:
-        if not name:
-            raise UsageError("missing tool NAME (or --calls FILE)")
-        from norma_cli.core.contract import ToolCall
+    if session_id is not None:
+        app.options["session_id"] = session_id
+    app.options["no_wait"] = no_wait
+    try:
+        if calls is not None:
+            if name or input_ or args:
+                raise UsageError("--calls cannot be combined with NAME, -i or --arg")
+            batch = read_calls(calls)
+            code = _run_batch(app, batch, max_concurrency, dry_run, text_only)
+        else:
+            if not name:
+                raise UsageError("missing tool NAME (or --calls FILE)")
+            from norma_cli.core.contract import ToolCall
 
-        tool_input = parse_input(input_, args)
-        call = ToolCall(id=f"toolu_norma_{_short_id()}", name=name, input=tool_input)
-        code = _run_batch(app, [call], 1, dry_run, text_only)
+            tool_input = parse_input(input_, args)
+            call = ToolCall(id=f"toolu_norma_{_short_id()}", name=name, input=tool_input)
+            code = _run_batch(app, [call], 1, dry_run, text_only)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        if isinstance(exc, Interrupted):
+            click.echo(f"norma: terminated by {exc.signal_name}", err=True)
+        app.close("interrupt")
+        raise
     app.close()
     sys.exit(code)
 
 
+class Interrupted(SystemExit):
+    """SIGTERM/SIGHUP: leave through the normal close path, exiting 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(128 + signum)
+        self.signal_name = signal.Signals(signum).name
+
+
+def _trap_signals(session: Any) -> None:
+    """Turn SIGINT/SIGTERM/SIGHUP into exceptions, so the session closes and ends its tasks.
+
+    Without this a SIGTERM would kill norma on the spot and orphan every background process.
+    The first signal also cancels waits on worker threads (Monitor, TaskOutput block) so the
+    batch unwinds promptly; later signals are ignored while the cleanup runs.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    trapped = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def ignore(signum: int, frame: Any) -> None:
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        session.cancelled.set()
+        for sig in trapped:
+            signal.signal(sig, ignore)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Interrupted(signum)
+
+    for sig in trapped:
+        signal.signal(sig, handler)
+
+
 def _run_batch(app: Any, batch: list[ToolCall], max_concurrency: int, dry_run: bool, text_only: bool) -> int:
     rt = app.runtime()
+    _trap_signals(rt.session)
     rt.session.start()
     severity = {3: 3, 4: 2, 1: 1, 0: 0}
     worst = 0
@@ -67,6 +123,8 @@ def _run_batch(app: Any, batch: list[ToolCall], max_concurrency: int, dry_run: b
     for result in results:
         _emit(result, text_only)
         code = result.exit_code()
+        if code == 4 and result.meta.pending_id:
+            click.echo(f"norma: pending approval {result.meta.pending_id}: norma approve {result.meta.pending_id}", err=True)
         if severity[code] > severity[worst]:
             worst = code
     return worst

@@ -34,7 +34,7 @@ class ReadFilter:
 
         patterns: list[PathPattern] = []
         for behavior in ("deny", "ask"):
-            for rule in rules.rules[behavior]:  # type: ignore[index]
+            for rule in rules.rules[behavior]:
                 if rule.name not in READ_FAMILY:
                     continue
                 spec = spec_of(rule)

@@ -8,7 +8,6 @@ table definitions or queries) so a second backend stays a small step.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
@@ -50,6 +49,164 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX traces_tool ON traces (tool)",
         ],
     ),
+    # 2: the trace becomes a hash chain (store/trace.py). Rows written before it stay, unchained,
+    # in traces_unchained; seq is the chain position (an INTEGER PRIMARY KEY: the rowid in SQLite).
+    (
+        2,
+        [
+            "ALTER TABLE traces RENAME TO traces_unchained",
+            """CREATE TABLE traces (
+                seq INTEGER PRIMARY KEY,
+                id TEXT NOT NULL UNIQUE,
+                tool_use_id TEXT NOT NULL,
+                session_id TEXT NOT NULL,
+                agent TEXT,
+                tool TEXT NOT NULL,
+                input_digest TEXT NOT NULL,
+                decision TEXT,
+                stage TEXT NOT NULL,
+                rule TEXT,
+                rule_source TEXT,
+                reason TEXT NOT NULL,
+                status TEXT NOT NULL,
+                is_error INTEGER NOT NULL,
+                duration_ms DOUBLE PRECISION NOT NULL,
+                spill_path TEXT,
+                spill_sha256 TEXT,
+                pending_id TEXT,
+                events TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL
+            )""",
+            "CREATE INDEX trace_session ON traces (session_id)",
+            "CREATE INDEX trace_tool ON traces (tool)",
+        ],
+    ),
+    # 3: approvals (store/approvals.py) and the record surfaces (store/records.py).
+    (
+        3,
+        [
+            """CREATE TABLE approvals (
+                id TEXT PRIMARY KEY,
+                tool TEXT NOT NULL,
+                input_digest TEXT NOT NULL,
+                input TEXT NOT NULL,
+                agent TEXT,
+                session_id TEXT NOT NULL,
+                requester TEXT NOT NULL,
+                stage TEXT NOT NULL,
+                rule TEXT,
+                rule_source TEXT,
+                reason TEXT NOT NULL,
+                status TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                expires_at DOUBLE PRECISION NOT NULL,
+                decider TEXT,
+                decision_reason TEXT,
+                decided_at DOUBLE PRECISION,
+                consumed_at DOUBLE PRECISION,
+                consumed_by TEXT
+            )""",
+            "CREATE INDEX approvals_call ON approvals (tool, input_digest)",
+            "CREATE INDEX approvals_status ON approvals (status)",
+            """CREATE TABLE activity (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                event TEXT NOT NULL,
+                reason TEXT,
+                agent TEXT,
+                cwd TEXT,
+                pid INTEGER,
+                created_at DOUBLE PRECISION NOT NULL
+            )""",
+            "CREATE INDEX activity_session ON activity (session_id)",
+            """CREATE TABLE llm_records (
+                id TEXT PRIMARY KEY,
+                purpose TEXT NOT NULL,
+                provider TEXT,
+                model TEXT,
+                url TEXT,
+                session_id TEXT,
+                trace_id TEXT,
+                tool_use_id TEXT,
+                request TEXT,
+                response TEXT,
+                status INTEGER,
+                error TEXT,
+                duration_ms DOUBLE PRECISION,
+                created_at DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE TABLE traffic (
+                id TEXT PRIMARY KEY,
+                tool TEXT,
+                session_id TEXT,
+                tool_use_id TEXT,
+                method TEXT NOT NULL,
+                url TEXT NOT NULL,
+                status INTEGER,
+                request_bytes INTEGER NOT NULL,
+                response_bytes INTEGER NOT NULL,
+                request_sha256 TEXT,
+                response_sha256 TEXT,
+                duration_ms DOUBLE PRECISION,
+                error TEXT,
+                created_at DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE VIEW tool_usage AS
+                SELECT tool, agent, session_id,
+                       COUNT(*) AS calls,
+                       SUM(CASE WHEN status = 'completed' THEN 1 ELSE 0 END) AS completed,
+                       SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END) AS failed,
+                       SUM(CASE WHEN status = 'denied' THEN 1 ELSE 0 END) AS denied,
+                       SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END) AS pending,
+                       SUM(duration_ms) AS total_ms,
+                       MIN(created_at) AS first_at,
+                       MAX(created_at) AS last_at
+                FROM traces GROUP BY tool, agent, session_id""",
+        ],
+    ),
+    # 4: the tool catalog, one-shot data migrations, per-session skill unlocks
+    # (norma_cli/store/catalog_repo.py reads and writes these).
+    (
+        4,
+        [
+            """CREATE TABLE tools (
+                name TEXT PRIMARY KEY,
+                source TEXT NOT NULL,
+                plugin TEXT,
+                enabled INTEGER NOT NULL,
+                agents TEXT,
+                description TEXT,
+                input_schema TEXT,
+                deferred INTEGER NOT NULL,
+                custom_kind TEXT,
+                custom_exec TEXT,
+                custom_timeout DOUBLE PRECISION,
+                custom_max_output INTEGER,
+                custom_options TEXT,
+                code_digest TEXT,
+                status TEXT NOT NULL,
+                edited TEXT NOT NULL,
+                created_by TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                synced_at DOUBLE PRECISION
+            )""",
+            """CREATE TABLE data_migrations (
+                name TEXT PRIMARY KEY,
+                detail TEXT,
+                applied_at DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE TABLE session_unlocks (
+                session_id TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                skill TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (session_id, tool)
+            )""",
+        ],
+    ),
 ]
 
 
@@ -72,6 +229,8 @@ class TraceRecord:
     spill_sha256: str | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
+    reason: str = ""
+    pending_id: str | None = None
 
 
 def sqlite_path(url: str) -> Path:
@@ -165,22 +324,34 @@ class Store:
         )
         return {row[0] for row in self._conn.execute("SELECT version FROM schema_migrations")}
 
-    def append_trace(self, rec: TraceRecord) -> None:
+    def append_trace(self, rec: TraceRecord) -> tuple[int, str]:
+        """Append one call's trace to the hash chain (store/trace.py); returns (seq, hash)."""
+        from norma_cli.store import trace
+
         try:
             with self.write() as conn:
-                conn.execute(
-                    "INSERT INTO traces (id, tool_use_id, session_id, agent, tool, input_digest, decision, stage,"
-                    " rule, rule_source, status, is_error, duration_ms, spill_path, spill_sha256, events, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        rec.id, rec.tool_use_id, rec.session_id, rec.agent, rec.tool, rec.input_digest,
-                        rec.decision, rec.stage, rec.rule, rec.rule_source, rec.status, int(rec.is_error),
-                        rec.duration_ms, rec.spill_path, rec.spill_sha256,
-                        json.dumps(rec.events, separators=(",", ":"), default=str), rec.created_at,
-                    ),
-                )
+                return trace.append(conn, rec)
         except sqlite3.Error as exc:
             raise StoreError(f"store {self.path}: cannot write trace: {exc}") from None
+
+    # Record surfaces (store/records.py): one row each, outside the trace chain.
+    def record_traffic(self, **fields: Any) -> None:
+        """One outbound HTTP request made by norma itself; see ``records.record_traffic``."""
+        from norma_cli.store import records
+
+        records.record_traffic(self, **fields)
+
+    def record_llm(self, **fields: Any) -> None:
+        """One model request/response (secrets redacted); see ``records.record_llm``."""
+        from norma_cli.store import records
+
+        records.record_llm(self, **fields)
+
+    def record_activity(self, **fields: Any) -> None:
+        """One session event (start, end); see ``records.record_activity``."""
+        from norma_cli.store import records
+
+        records.record_activity(self, **fields)
 
     def close(self) -> None:
         with self._lock:
