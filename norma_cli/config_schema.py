@@ -147,6 +147,84 @@ RULE = Table(
     required=("rule", "decision"),
 )
 
+INTERCEPT = Table(
+    {
+        "tools": STRS,
+        "default": DECISION,
+        "rules": ListOf(Table({"rule": STR, "decision": DECISION, "reason": STR}, required=("rule", "decision"))),
+        "ask": Table({"timeout_s": NUM, "on_timeout": Scalar(str, "an on_timeout action", ("allow", "deny"))}),
+        "judge": Table(
+            {
+                "enabled": BOOL,
+                "provider": STR,  # openai | anthropic | plugin:NAME (checked when the judge is built)
+                "base_url": STR,
+                "model": STR,
+                "api_key_env": STR,
+                "timeout_s": NUM,
+                "on_failure": DECISION,
+            }
+        ),
+    }
+)
+
+# [agents.NAME] and [[custom_tools]] and [catalog]: read by norma_cli/catalog/
+AGENT = Table(
+    {
+        "tools": STRS,
+        "mcp": STRS,
+        "skills": STRS,
+        "mode": Scalar(str, "a permission mode", MODES),
+        "allow": STRS,
+        "ask": STRS,
+        "deny": STRS,
+    }
+)
+
+CUSTOM_TOOL = Table(
+    {
+        "name": STR,
+        "kind": Scalar(str, "a custom tool kind", ("shell", "command", "script", "http")),
+        "description": STR,
+        "exec": STR,
+        "input_schema": AnyValue(),  # a JSON Schema object; checked when the tool is assembled
+        "timeout": Scalar((int, float), "a number", minimum=0.001),
+        "max_output": Scalar(int, "an integer", minimum=1),
+        "deferred": BOOL,
+        "agents": STRS,
+        "interpreter": STR,
+        "method": STR,
+        "url": STR,
+        "headers": MapOf(STR),
+        "body": STR,
+    },
+    required=("name", "kind"),
+)
+
+# [providers.NAME] and [agent]: read by norma_cli/agent/ (norma run -p)
+PROVIDER = Table(
+    {
+        "kind": STR,  # openai | anthropic | a kind registered by a plugin (checked when the run starts)
+        "base_url": STR,
+        "model": STR,
+        "api_key_env": STR,
+        "headers": MapOf(STR),
+        "timeout": Scalar((int, float), "a number", minimum=0.1),
+        "max_tokens": Scalar(int, "an integer", minimum=1),
+        "stream": BOOL,
+        "max_retries": INT,
+    },
+    required=("kind",),
+)
+
+AGENT_SESSION = Table(
+    {
+        "provider": STR,
+        "max_stop_continuations": INT,
+        "max_turns": Scalar(int, "an integer", minimum=1),
+        "max_tokens_total": Scalar(int, "an integer", minimum=1),
+    }
+)
+
 SCHEMA = Table(
     {
         "permissions": Table(
@@ -162,7 +240,24 @@ SCHEMA = Table(
         "hooks": Table({event: ListOf(HOOK) for event in HOOK_EVENTS}),
         "output": Table({"max_chars": Scalar(int, "an integer", minimum=100), "spill_dir": STR}),
         "store": Table({"url": STR}),
-        "tools": Table({"builtin": STRS}),
+        "intercept": INTERCEPT,
+        "tools": Table({"builtin": STRS, "background": BOOL}),
+        "agents": MapOf(AGENT),
+        "custom_tools": ListOf(CUSTOM_TOOL),
+        "catalog": Table({"on_error": Scalar(str, "an on_error action", ("fail", "fallback"))}),
+        "web": Table(
+            {
+                "allow_hosts": STRS,
+                "proxy": STR,
+                "ca_bundle": STR,
+                "max_bytes": Scalar(int, "an integer", minimum=1),
+                "timeout": Scalar((int, float), "a number", minimum=0.1),
+                "max_redirects": INT,
+            }
+        ),
+        "search": Table({"backend": STR, "api_key_env": STR, "base_url": STR}),
+        "providers": MapOf(PROVIDER),
+        "agent": AGENT_SESSION,
     }
 )
 

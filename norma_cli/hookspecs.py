@@ -80,6 +80,93 @@ def resolve_ask(tool: Any, call: dict[str, Any], decision: Any, context: Any) ->
     """
 
 
+@hookspec(firstresult=True)
+def ask_user(question: str, options: list[str], context: Any) -> Any:
+    """Answer the ``AskUser`` tool's question on behalf of a person (a chat bot, a web UI...).
+
+    :param question: the question the agent asks.
+    :param options: suggested answers (may be empty; the answer need not be one of them).
+    :param context: the ``CallContext`` (session id, cwd, agent).
+    :return: the answer as a string, or ``None`` to let the next plugin, then the terminal
+        (when norma runs interactively) answer. With nobody to answer, AskUser returns an
+        error result.
+
+    Stops at the first non-``None`` result. A plugin that raises makes the call an error.
+    """
+
+
+@hookspec
+def register_judges(register: Any) -> None:
+    """Register LLM-style judges for the interception guard (SPEC §9).
+
+    :param register: ``register(name, judge)`` where ``judge`` is a callable
+        ``judge(tool_name, tool_input, context) -> {"decision": "allow"|"deny"|"ask",
+        "reason": str}``. ``context`` is a dict: ``session_id``, ``tool_use_id``, ``agent``,
+        ``cwd``, ``permission_mode``, ``permission`` (the permission decision) and ``tool``
+        (description, ``read_only``, ``destructive``). Select it with
+        ``[intercept.judge] provider = "plugin:NAME"``.
+
+    A judge is asked only when no intercept rule matched. It runs on a worker thread with
+    ``[intercept.judge] timeout_s``; raising, timing out or returning anything but a verdict
+    is a judge failure and follows ``on_failure``. Called once per plugin; results are not
+    combined (use the callback; a later registration of a name replaces an earlier one).
+    """
+
+
+@hookspec
+def register_search_backends(register: Any) -> None:
+    """Register search backends for the ``WebSearch`` tool (SPEC §6).
+
+    :param register: ``register(name, search, *, needs_key=False, key_env=None,
+        base_url=None, requires=None)`` where ``search(query, max_results, settings)`` returns
+        a list of ``norma_cli.tools.search.SearchHit`` or of dicts with ``title``, ``url`` and
+        ``snippet``. ``settings`` carries ``api_key`` (read from ``[search] api_key_env``, else
+        ``key_env``), ``base_url`` (``[search] base_url``, else the default given here),
+        ``timeout``, ``proxy`` and ``http``: the SSRF-guarded client WebFetch uses
+        (``settings.http.request(method, url, params=..., json_body=..., headers=...)``).
+        ``needs_key`` makes a missing key a startup error; ``requires`` names a module that
+        must be importable. Select it with ``[search] backend = "NAME"``.
+
+    Called once per plugin, when WebSearch is enabled; results are not combined (use the
+    callback). A name registered later replaces an earlier one, a built-in's included.
+    """
+
+
+@hookspec
+def register_skills(register: Any) -> None:
+    """Register skills (instructions a model loads with the ``Skill`` tool).
+
+    :param register: ``register(path)`` with a folder holding a ``SKILL.md`` (or the file
+        itself), or ``register(name=..., description=..., instructions=..., mcps=(),
+        allowed_tools=())``. ``allowed_tools`` names deferred tools the skill gates: they start
+        locked and unlock for the session when the skill is invoked; ``mcps`` does the same for
+        the tools of those MCP servers. A skill never grants permission: rules still decide.
+        A user or project skill of the same name replaces a plugin's.
+
+    Called once per plugin; results are not combined (use the callback).
+    """
+
+
+@hookspec
+def register_providers(register: Any) -> None:
+    """Register model provider kinds for agent sessions (``norma run -p``, SPEC §16).
+
+    :param register: ``register(kind, factory)``. ``factory(settings)`` receives the
+        ``norma_cli.agent.providers.ProviderSettings`` of a ``[providers.NAME]`` table whose
+        ``kind`` is this kind (``name``, ``model``, ``base_url``, ``api_key_env`` and
+        ``api_key()``, ``headers``, ``timeout``, ``max_tokens``, ``stream``, ``max_retries``)
+        and returns a provider: an object with ``complete(request, on_delta=None)`` taking a
+        ``ModelRequest`` (``system``, ``messages``, ``tools`` as ``ToolSpec``\\ s,
+        ``max_tokens``) and returning a ``ModelReply`` (the assistant ``Message``, a
+        ``stop_reason``, ``Usage``), or raising ``ProviderError`` (the run ends with exit 1).
+        ``on_delta(text)``, when given, may be called with streamed text for progress display.
+
+    Called once per plugin, when an agent session starts; results are not combined (use the
+    callback). A kind registered later replaces an earlier one, ``openai`` and ``anthropic``
+    included.
+    """
+
+
 @hookspec
 def register_commands(cli: Any) -> None:
     """Add commands to the ``norma`` command group.
@@ -129,7 +216,8 @@ def post_tool_use_failure(event: dict[str, Any]) -> Any:
 def user_prompt_submit(event: dict[str, Any]) -> Any:
     """UserPromptSubmit: before a prompt reaches the model (agent sessions).
 
-    :param event: ``session_id``, ``cwd``, ``hook_event_name``, ``prompt``.
+    :param event: ``session_id``, ``cwd``, ``hook_event_name``, ``prompt``,
+        ``transcript_path``.
     :return: ``None``, a block (the prompt is refused), or ``additionalContext``.
         All plugins are called; the first block stops.
     """
@@ -159,16 +247,23 @@ def session_end(event: dict[str, Any]) -> Any:
 def stop(event: dict[str, Any]) -> Any:
     """Stop: the model ended its turn (agent sessions).
 
-    :param event: ``session_id``, ``cwd``, ``hook_event_name``, ``stop_hook_active``.
+    :param event: ``session_id``, ``cwd``, ``hook_event_name``, ``stop_hook_active`` (the
+        loop already continued for a Stop hook), ``last_assistant_message``,
+        ``transcript_path``.
     :return: ``{"decision": "block", "reason": ...}`` continues the loop with the reason as a new
         user message (a blocking continuation); ``{"continue": false}`` stops hard.
+
+    All plugins are called in registration order; a hard stop wins over a continuation.
     """
 
 
 @hookspec
 def subagent_start(event: dict[str, Any]) -> Any:
-    """SubagentStart: a child session starts for an agent key.
+    """SubagentStart: a child session starts for an agent key (the ``Task`` tool).
 
-    :param event: ``session_id``, ``cwd``, ``hook_event_name``, ``agent``.
-    :return: ``None`` or ``additionalContext``. All plugins are called.
+    :param event: ``session_id`` (the parent's), ``cwd``, ``hook_event_name``, ``agent`` (the
+        child's agent key), ``parent_agent``, ``agent_session_id`` (the child's session id),
+        ``prompt``, ``description``, ``depth``, ``tool_use_id``.
+    :return: ``None``, a block (the Task call fails with the reason), or ``additionalContext``
+        (added to the child's prompt). All plugins are called; the first block stops.
     """

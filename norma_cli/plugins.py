@@ -93,7 +93,12 @@ class PluginHost:
         # pluggy returns LIFO-ordered impls for calling; registration order is the reverse.
         return list(reversed(caller.get_hookimpls()))
 
-    def _call_each(self, hook: str, make_register: Callable[[str], Callable[..., Any]]) -> None:
+    def call_registrations(self, hook: str, make_register: Callable[[str], Callable[..., Any]]) -> None:
+        """Call ``hook(register)`` once per plugin, each with a ``register`` bound to that plugin.
+
+        A plugin that raises is a configuration error naming the plugin (its registrations
+        may be rules, and a rule that silently failed to register must not loosen policy).
+        """
         for impl in self._impls(hook):
             try:
                 impl.function(make_register(impl.plugin_name))
@@ -110,7 +115,7 @@ class PluginHost:
 
             return register
 
-        self._call_each("register_tools", make)
+        self.call_registrations("register_tools", make)
 
     def permission_rules(self) -> list[Rule]:
         from norma_cli.policy.rules import Rule
@@ -125,7 +130,7 @@ class PluginHost:
 
             return register
 
-        self._call_each("register_permission_rules", make)
+        self.call_registrations("register_permission_rules", make)
         return rules
 
     def add_event_hooks(self, runner: HookRunner) -> None:

@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from norma_cli.config import Config, Layer, data_dir, load
 from norma_cli.core.contract import CallContext, Decision, Tool, ToolCall
@@ -19,11 +19,15 @@ from norma_cli.core.hooks import DEFAULT_TIMEOUT, CommandHook, HookRunner
 from norma_cli.core.output import DEFAULT_MAX_CHARS, OutputCapper
 from norma_cli.core.permission import PermissionEngine
 from norma_cli.core.registry import ToolRegistry
-from norma_cli.errors import ConfigError, UsageError
+from norma_cli.errors import ConfigError, StoreError, UsageError
 from norma_cli.plugins import PluginHost
 from norma_cli.policy.rules import Rule, RuleSet
-from norma_cli.session import Session, new_session_id
+from norma_cli.session import Session, check_session_id, new_session_id
 from norma_cli.store.sqlite import Store
+
+if TYPE_CHECKING:
+    from norma_cli.catalog.assembly import Assembly
+    from norma_cli.policy.intercept import ApprovalDesk, Guard
 
 
 @dataclass
@@ -40,6 +44,8 @@ class Options:
     session_id: str | None = None
     interactive: bool | None = None  # None: ask on a TTY when there is one
     with_store: bool = True
+    # --no-wait: an ask that goes to the approval queue ends the call at once (pending, exit 4)
+    no_wait: bool = False
     # In-process plugins (name, object) registered after the entry-point plugins (embedding, tests).
     plugins: tuple[tuple[str, Any], ...] = ()
 
@@ -57,17 +63,28 @@ class Runtime:
     session: Session
     store: Store | None
     executor: Executor = field(init=False)
+    assembly: Assembly = field(init=False)
     warnings: list[str] = field(default_factory=list)
+    guard: Guard | None = None
+    _desk: ApprovalDesk | None = field(default=None, repr=False)
+    _session_started: bool = field(default=False, repr=False)
 
     @classmethod
     def build(cls, options: Options) -> Runtime:
         cwd = (options.cwd or Path.cwd()).resolve()
         if not cwd.is_dir():
             raise UsageError(f"--cwd {cwd}: not a directory")
+        if options.session_id is not None:
+            check_session_id(options.session_id)
         cli_layer: dict[str, Any] = {}
         if options.mode:
             cli_layer.setdefault("permissions", {})["mode"] = options.mode
         config = load(cwd, options.config, cli_layer or None)
+        agent = None
+        if options.agent is not None:
+            from norma_cli.catalog.agents import agent_spec
+
+            agent = agent_spec(config, options.agent)  # [agents.NAME]; unknown → exit 2
 
         plugins = PluginHost()
         plugins.load_entry_points()
@@ -76,14 +93,19 @@ class Runtime:
 
         registry = ToolRegistry()
         builtin_names = config.get("tools", "builtin")
-        from norma_cli.tools.builtin import builtin_factories
+        from norma_cli.tools.builtin import builtin_factories, validate_builtins
 
-        for name, factory in builtin_factories(builtin_names).items():
+        background = config.get("tools", "background", True)
+        factories = builtin_factories(builtin_names, background=background)
+        for name, factory in factories.items():
             registry.register_lazy(name, factory)
         plugins.register_tools(registry)
+        validate_builtins(factories, config, plugins)  # bad [web]/[search]: exit 2 here
 
         rules = RuleSet(_config_rules(config.layers))
         rules.extend(plugins.permission_rules())
+        if agent is not None:
+            rules.extend(agent.rules)
         for behavior, texts in (("allow", options.allow), ("ask", options.ask), ("deny", options.deny)):
             for text in texts:
                 rules.add(Rule.parse(text, behavior, f"--{behavior}"))  # type: ignore[arg-type]
@@ -108,13 +130,18 @@ class Runtime:
         spill_dir = Path(output["spill_dir"]).expanduser() if "spill_dir" in output else home / "outputs"
         capper = OutputCapper(int(output.get("max_chars", DEFAULT_MAX_CHARS)), spill_dir)
 
-        store = None
+        store, store_error = None, None
         if options.with_store:
             url = config.get("store", "url") or f"sqlite:///{home / 'norma.db'}"
-            store = Store.open(url)
+            try:
+                store = Store.open(url)
+            except StoreError as exc:  # the catalog's [catalog] on_error decides what follows
+                store_error = exc
 
         perms = config.data.get("permissions") or {}
         mode = perms.get("mode", "default")
+        if agent is not None and agent.mode and not options.mode:
+            mode = agent.effective_mode(config)  # an untrusted project's stricter mode still wins
         roots = tuple((cwd / Path(r).expanduser()).resolve() for r in perms.get("roots", ["."]))
         engine = PermissionEngine(rules, plugins.permission_opinion if plugins.has("permission_decision") else None)
         session = Session(
@@ -126,14 +153,79 @@ class Runtime:
             data_dir=home,
             capper=capper,
             hooks=hooks,
+            config=config,
+            plugins=plugins,
+            persistent=options.session_id is not None,
+            store=store,
         )
+        from norma_cli.policy.filescope import ReadFilter, explicit_roots
+
+        session.read_filter = ReadFilter.from_rules(rules)
+        session.extra_roots = explicit_roots(rules)
         rt = cls(options, config, plugins, registry, rules, hooks, engine, capper, session, store)
+        session.interactive = rt._interactive()
         rt.warnings.extend(config.warnings)
         _check_rule_examples(config.layers, registry, session)
+        if store is not None:
+            session.activity = rt._record_activity
+        rt._build_guard()
+        from norma_cli.catalog.assembly import assemble
+
+        rt.assembly = assemble(rt, agent, store_error)  # the agent's tool set (SPEC §8)
         rt.executor = Executor(
-            registry, engine, hooks, capper, rt.context(), store=store, resolve_ask=rt.resolve_ask
+            registry, engine, hooks, capper, rt.context(), store=store, resolve_ask=rt.resolve_ask,
+            guard=rt.guard, gate=rt.assembly.gate, schema_for=rt.assembly.schema_for,
         )
+        rt.assembly.bind(rt.executor)
         return rt
+
+    # ------------------------------------------------------------------ interception (SPEC §9)
+    def _build_guard(self) -> None:
+        """The guard of ``[intercept]`` (only when some tool is a target) and its judge."""
+        section = self.config.data.get("intercept") or {}
+        if not section.get("tools"):
+            return
+        from norma_cli.policy import intercept, judge
+
+        runner = judge.build(section.get("judge") or {}, self.plugins, self.store, self.session.id)
+        if runner is not None:
+            self.warnings.extend(runner.warnings)
+        self.guard = intercept.from_config(self.config, self.approval_desk(), runner)
+
+    def approval_desk(self) -> ApprovalDesk | None:
+        """The approval queue of ``[intercept.ask]`` (None without a store); built on first use."""
+        if self._desk is None and self.store is not None:
+            from norma_cli.policy.intercept import DEFAULT_ASK_TIMEOUT_S, ApprovalDesk
+            from norma_cli.store.approvals import Approvals
+
+            ask = (self.config.data.get("intercept") or {}).get("ask") or {}
+            self._desk = ApprovalDesk(
+                Approvals(self.store),
+                timeout_s=float(ask.get("timeout_s", DEFAULT_ASK_TIMEOUT_S)),
+                on_timeout=ask.get("on_timeout", "deny"),
+                wait=not self.options.no_wait,
+                notify=_notify,
+                stop=self.session.cancelled.is_set,
+            )
+        return self._desk
+
+    def _queue_permission_asks(self) -> bool:
+        """Permission asks nobody else answered enter the approval queue only when the user
+        opted in: ``--no-wait``, or an explicit ``[intercept.ask] timeout_s`` (a CI job must
+        never sit waiting 300 s by surprise). An answer already given in the queue to exactly
+        this call is used either way."""
+        ask = (self.config.data.get("intercept") or {}).get("ask") or {}
+        return self.options.no_wait or "timeout_s" in ask
+
+    def _record_activity(self, event: str, reason: str | None) -> None:
+        assert self.store is not None
+        s = self.session
+        # a command that never started the session (trace list, approve) is no activity
+        if event == "start":
+            self._session_started = True
+        elif not self._session_started:
+            return
+        self.store.record_activity(session_id=s.id, event=event, reason=reason, agent=s.agent, cwd=str(s.cwd))
 
     def context(self) -> CallContext:
         s = self.session
@@ -141,13 +233,24 @@ class Runtime:
 
     # ------------------------------------------------------------------ ask resolution
     def resolve_ask(self, tool: Tool, call: ToolCall, decision: Decision, ctx: CallContext) -> Decision:
-        """A plugin's ``resolve_ask``, then a person at the terminal; nobody → deny."""
+        """A plugin's ``resolve_ask``, then a person at the terminal, then the approval queue
+        (see ``_queue_permission_asks``); nobody → deny."""
         if self.plugins.has("resolve_ask"):
             answer = self.plugins.resolve_ask(tool, call.input, decision, ctx)
             if answer is not None:
                 return answer
         if self._interactive():
             return _prompt_tty(tool, call, decision)
+        desk = self.approval_desk()
+        if desk is not None:
+            ticket = desk.open(tool=tool.name, tool_input=call.input, ctx=ctx, stage="permission",
+                               rule=decision.rule, reason=decision.reason,
+                               create=self._queue_permission_asks())  # fmt: skip
+            if ticket is not None:
+                settled = desk.settle(ticket, ctx)
+                if settled.outcome == "pending":
+                    return Decision.ask(decision.stage, decision.reason, rule=decision.rule, pending_id=ticket.approval.id)
+                return settled.decision()
         return Decision.deny("ask", f"{decision.reason}; no approver available (not a terminal)")
 
     def _interactive(self) -> bool:
@@ -192,6 +295,11 @@ def _check_rule_examples(layers: list[Layer], registry: ToolRegistry, session: S
             failures = check_examples(rule, entry.get("match", []), entry.get("not_match", []), ctx, registry)
             if failures:
                 raise ConfigError(f"{source}: rule {rule.text!r}: {failures[0]}")
+
+
+def _notify(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def _prompt_tty(tool: Tool, call: ToolCall, decision: Decision) -> Decision:

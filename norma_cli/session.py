@@ -68,6 +68,8 @@ class Session:
     closers: list[Callable[[], None]] = field(default_factory=list)
     # Records session events (start, end + reason) in the store's activity surface.
     activity: Callable[[str, str | None], None] | None = None
+    # The store (None without one): tools record their outbound requests in its traffic surface.
+    store: Any = None
 
     @property
     def dir(self) -> Path:

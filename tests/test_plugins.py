@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import RunNorma, results
+
 from norma_cli import hookimpl, hookspecs
 from norma_cli.core.contract import Decision, ToolCall
 from norma_cli.runtime import Options, Runtime
@@ -78,6 +78,24 @@ def test_hook_register_tools_replacing_builtin_is_recorded(tmp_path: Path) -> No
     assert [(r.name, r.old_plugin, r.new_plugin) for r in rt.registry.replacements] == [("Read", "builtin", "replacer")]
 
 
+def test_hook_register_skills(tmp_path: Path) -> None:
+    folder = tmp_path / "from-folder"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: folded\ndescription: from a folder\n---\nFolder steps.\n")
+
+    class Skills:
+        @hookimpl
+        def register_skills(self, register: Any) -> None:
+            register(name="inline", description="made in code", instructions="Inline steps.")
+            register(folder)
+
+    rt = runtime(tmp_path, ("skilled", Skills()))
+    assert {n: s.origin for n, s in rt.assembly.skills.items()} == {"inline": "plugin:skilled", "folded": "plugin:skilled"}
+    for name, text in (("inline", "Inline steps."), ("folded", "Folder steps.")):
+        result = rt.executor.run(ToolCall("t", "Skill", {"name": name}))
+        assert result.exit_code() == 0 and text in result.text()
+
+
 class RulePlugin:
     @hookimpl
     def register_permission_rules(self, register: Any) -> None:
@@ -132,6 +150,58 @@ def test_hook_permission_decision(tmp_path: Path, answers: list[Any], expected: 
     assert result.exit_code() == expected, result.text()
 
 
+def test_hook_register_judges(tmp_path: Path) -> None:
+    seen: list[tuple[str, dict, dict]] = []
+
+    class Judges:
+        @hookimpl
+        def register_judges(self, register: Any) -> None:
+            def strict(tool_name: str, tool_input: dict, context: dict) -> dict:
+                seen.append((tool_name, tool_input, context))
+                secret = "secret" in tool_input["content"]
+                return {"decision": "deny" if secret else "allow", "reason": "checked for secrets"}
+
+            register("strict", strict)
+
+    cfg = tmp_path / "judge.toml"
+    cfg.write_text('[intercept]\ntools = ["Write"]\n[intercept.judge]\nenabled = true\nprovider = "plugin:strict"\n')
+    rt = runtime(tmp_path, ("judges", Judges()), allow=("Write",), config=cfg)
+    assert rt.executor.run(ToolCall("t1", "Write", {"file_path": "a.txt", "content": "fine"})).exit_code() == 0
+    refused = rt.executor.run(ToolCall("t2", "Write", {"file_path": "b.txt", "content": "a secret"}))
+    assert refused.exit_code() == 3 and refused.meta.stage == "judge" and "checked for secrets" in refused.meta.reason
+    assert not (tmp_path / "b.txt").exists()
+    name, tool_input, context = seen[0]
+    assert name == "Write" and tool_input["content"] == "fine"
+    assert context["tool_use_id"] == "t1" and context["permission"]["decision"] == "allow"
+
+
+def test_hook_register_search_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, int, str | None]] = []
+
+    class Backends:
+        @hookimpl
+        def register_search_backends(self, register: Any) -> None:
+            def local(query: str, max_results: int, settings: Any) -> list[dict]:
+                seen.append((query, max_results, settings.api_key))
+                return [{"title": f"About {query}", "url": "https://example.org/a", "snippet": "s"}]
+
+            register("local", local, needs_key=True, key_env="LOCAL_SEARCH_KEY")
+
+    cfg = tmp_path / "search.toml"
+    cfg.write_text('[tools]\nbuiltin = ["WebSearch"]\n[search]\nbackend = "local"\n')
+    monkeypatch.delenv("LOCAL_SEARCH_KEY", raising=False)
+    from norma_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"LOCAL_SEARCH_KEY"):  # needs_key: a startup error
+        runtime(tmp_path, ("backends", Backends()), config=cfg)
+    monkeypatch.setenv("LOCAL_SEARCH_KEY", "k-123")
+    rt = runtime(tmp_path, ("backends", Backends()), config=cfg, allow=("WebSearch",))
+    result = rt.executor.run(ToolCall("t", "WebSearch", {"query": "norma", "max_results": 3}))
+    assert result.exit_code() == 0, result.text()
+    assert "About norma" in result.text() and "https://example.org/a" in result.text()
+    assert seen == [("norma", 3, "k-123")]
+
+
 def test_hook_resolve_ask(tmp_path: Path) -> None:
     seen: list[Decision] = []
 
@@ -150,6 +220,23 @@ def test_hook_resolve_ask(tmp_path: Path) -> None:
     assert seen[0].rule is not None and seen[0].rule.source == "--ask"
     rt = runtime(tmp_path, ("approver", Approver("deny")))
     assert rt.executor.run(ToolCall("t", "Write", {"file_path": "no.txt", "content": "c"})).exit_code() == 3
+
+
+def test_hook_ask_user(tmp_path: Path) -> None:
+    seen: list[tuple[str, list[str]]] = []
+
+    class Answerer:
+        @hookimpl
+        def ask_user(self, question: str, options: list[str], context: Any) -> Any:
+            seen.append((question, options))
+            return options[1]
+
+    cfg = tmp_path / "tools.toml"
+    cfg.write_text('[tools]\nbuiltin = ["AskUser"]\n')
+    rt = runtime(tmp_path, ("answerer", Answerer()), config=cfg)
+    result = rt.executor.run(ToolCall("t", "AskUser", {"question": "Which db?", "options": ["sqlite", "postgres"]}))
+    assert result.exit_code() == 0 and result.text() == "The user answered: postgres"
+    assert seen == [("Which db?", ["sqlite", "postgres"])]
 
 
 def test_hook_register_commands(norma: RunNorma, example_plugin: dict[str, str]) -> None:

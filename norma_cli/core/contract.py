@@ -145,6 +145,8 @@ class Tool:
     destructive: bool = False
     # A file tool edits files (acceptEdits applies) when True.
     edits_files: bool = False
+    # Hidden from the model's tool list until searched for (SearchExtraTools); still callable.
+    deferred: bool = False
     # Seconds the executor waits for ``call`` (None: the tool bounds itself).
     timeout: float | None = None
     # Which plugin registered this tool ("builtin" for norma's own).

@@ -311,7 +311,7 @@ def plugin_judges(plugins: PluginHost) -> dict[str, tuple[Callable[..., Any], st
 
         return register
 
-    plugins._call_each("register_judges", make)
+    plugins.call_registrations("register_judges", make)
     return found
 
 

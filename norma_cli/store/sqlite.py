@@ -207,6 +207,53 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             )""",
         ],
     ),
+    # 5: MCP definition pins and per-server baselines (norma_cli/mcp/pin.py).
+    (
+        5,
+        [
+            """CREATE TABLE mcp_pins (
+                server TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                name TEXT NOT NULL,
+                state TEXT NOT NULL,
+                live_digest TEXT NOT NULL,
+                live_definition TEXT NOT NULL,
+                pinned_digest TEXT,
+                pinned_definition TEXT,
+                previous TEXT,
+                note TEXT NOT NULL,
+                pinned_at DOUBLE PRECISION,
+                seen_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (server, tool)
+            )""",
+            "CREATE INDEX mcp_pins_name ON mcp_pins (name)",
+            """CREATE TABLE mcp_servers (
+                server TEXT PRIMARY KEY,
+                baseline_at DOUBLE PRECISION NOT NULL,
+                seen_at DOUBLE PRECISION NOT NULL
+            )""",
+        ],
+    ),
+    # 6: agent session messages, as in each session's transcript.jsonl (norma_cli/agent/transcript.py).
+    (
+        6,
+        [
+            """CREATE TABLE messages (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                role TEXT NOT NULL,
+                content TEXT NOT NULL,
+                agent TEXT,
+                provider TEXT,
+                model TEXT,
+                input_tokens INTEGER,
+                output_tokens INTEGER,
+                created_at DOUBLE PRECISION NOT NULL
+            )""",
+            "CREATE INDEX messages_session ON messages (session_id, seq)",
+        ],
+    ),
 ]
 
 
