@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,22 +27,38 @@ ACCUMULATE = {("permissions", "allow"), ("permissions", "ask"), ("permissions", 
 MODE_STRICTNESS = {"bypassPermissions": 0, "auto": 1, "acceptEdits": 2, "default": 3, "dontAsk": 4, "plan": 5}
 
 
+def _xdg(var: str, default: str) -> Path:
+    value = os.environ.get(var, "").strip()
+    return Path(value if value else os.path.expanduser(default))
+
+
+# On Linux the XDG rules are three lines; platformdirs (tens of ms to import) serves the rest.
+_LINUX = sys.platform.startswith("linux")
+
+
 def data_dir() -> Path:
     env = os.environ.get("NORMA_HOME")
     if env:
         return Path(env).expanduser()
+    if _LINUX:
+        return _xdg("XDG_DATA_HOME", "~/.local/share") / "norma"
     import platformdirs
 
     return Path(platformdirs.user_data_dir("norma", appauthor=False))
 
 
 def user_config_path() -> Path:
+    if _LINUX:
+        return _xdg("XDG_CONFIG_HOME", "~/.config") / "norma" / "config.toml"
     import platformdirs
 
     return Path(platformdirs.user_config_dir("norma", appauthor=False)) / "config.toml"
 
 
 def system_config_path() -> Path:
+    if _LINUX:
+        first = (os.environ.get("XDG_CONFIG_DIRS", "").strip() or "/etc/xdg").split(":")[0]
+        return Path(first) / "norma" / "config.toml"
     import platformdirs
 
     return Path(platformdirs.site_config_dir("norma", appauthor=False)) / "config.toml"

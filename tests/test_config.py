@@ -165,3 +165,19 @@ def test_example_config_documents_and_validates(norma: RunNorma) -> None:
 
     missing = sorted({k for k in keys(config_schema.SCHEMA, "") if k not in text})
     assert missing == [], f"config.example.toml does not mention: {missing}"
+
+
+def test_linux_xdg_locations_match_platformdirs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import platformdirs
+
+    from norma_cli import config
+
+    monkeypatch.delenv("NORMA_HOME", raising=False)
+    for env in ({}, {"XDG_DATA_HOME": "/x/data", "XDG_CONFIG_HOME": "/x/cfg", "XDG_CONFIG_DIRS": "/etc/a:/etc/b"}):
+        for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS"):
+            monkeypatch.delenv(var, raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        assert str(config.data_dir()) == platformdirs.user_data_dir("norma", appauthor=False)
+        assert str(config.user_config_path().parent) == platformdirs.user_config_dir("norma", appauthor=False)
+        assert str(config.system_config_path().parent) == platformdirs.site_config_dir("norma", appauthor=False)

@@ -30,13 +30,14 @@ class ReadFilter:
 
     @classmethod
     def from_rules(cls, rules: RuleSet) -> ReadFilter | None:
+        candidates = [r for r in (*rules.rules["deny"], *rules.rules["ask"]) if r.specifier]
+        if not candidates:
+            return None
         from norma_cli.policy.specifiers import READ_FAMILY, PathSpec, spec_of
 
         patterns: list[PathPattern] = []
-        for behavior in ("deny", "ask"):
-            for rule in rules.rules[behavior]:
-                if rule.name not in READ_FAMILY:
-                    continue
+        for rule in candidates:
+            if rule.name in READ_FAMILY:
                 spec = spec_of(rule)
                 if isinstance(spec, PathSpec):
                     patterns.append(spec.pattern)
@@ -60,9 +61,13 @@ def explicit_roots(rules: RuleSet) -> tuple[Path, ...]:
     ``Read(//srv/data/**)`` names ``/srv/data``; ``Edit(~/notes.md)`` names ``~/notes.md``.
     The rule itself still decides each call; this only lets the tool open what was named.
     """
+    if not any(r.specifier for r in rules.rules["allow"]):
+        return ()
     from norma_cli.policy.specifiers import FILE_TOOLS, PathSpec, spec_of
 
     found: list[Path] = []
+    if not any(r.specifier for r in rules.rules["allow"]):
+        return ()
     for rule in rules.rules["allow"]:
         if rule.name not in FILE_TOOLS:
             continue

@@ -110,6 +110,8 @@ class RuleSet:
     def find(
         self, behavior: Behavior, tool: Tool, tool_input: dict[str, Any], ctx: CallContext
     ) -> RuleMatch | None:
+        if not self.rules[behavior]:
+            return None  # nothing to match (and the specifier layer need not even load)
         match = self.group(behavior, tool.name).find(tool, tool_input, ctx)
         shell_text = getattr(tool, "shell_text", None)
         if match is None and shell_text is not None and behavior != "allow":

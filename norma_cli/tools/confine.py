@@ -31,7 +31,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import stat
 import struct
 import sys
@@ -141,7 +140,7 @@ def openat2_available() -> bool:
 
 
 def _probe_openat2() -> bool:
-    if not sys.platform.startswith("linux") or platform.machine().lower() not in _OPENAT2_MACHINES:
+    if not sys.platform.startswith("linux") or os.uname().machine.lower() not in _OPENAT2_MACHINES:
         return False
     try:
         fd = _openat2(
