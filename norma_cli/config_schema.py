@@ -225,6 +225,34 @@ AGENT_SESSION = Table(
     }
 )
 
+# [mcp] and [mcp.servers.NAME]: read by norma_cli/mcp/config.py
+SECONDS = Scalar((int, float), "a number of seconds", minimum=0.1)
+MCP_SERVER = Table(
+    {
+        "command": STR,
+        "args": STRS,
+        "env": MapOf(STR),
+        "env_passthrough": STRS,
+        "cwd": STR,
+        "url": STR,
+        "transport": Scalar(str, "an MCP transport", ("stdio", "streamable-http", "sse")),
+        "headers": MapOf(STR),
+        "header_env": MapOf(STR),
+        "timeout": SECONDS,
+        "call_timeout": SECONDS,
+        "trust_annotations": BOOL,
+    }
+)
+MCP = Table(
+    {
+        # no "__" in a server name: it separates server and tool in mcp__SERVER__TOOL
+        "servers": MapOf(MCP_SERVER, key_pattern=r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$"),
+        "timeout": SECONDS,
+        "call_timeout": SECONDS,
+        "trust_annotations": BOOL,
+    }
+)
+
 SCHEMA = Table(
     {
         "permissions": Table(
@@ -256,6 +284,7 @@ SCHEMA = Table(
             }
         ),
         "search": Table({"backend": STR, "api_key_env": STR, "base_url": STR}),
+        "mcp": MCP,
         "providers": MapOf(PROVIDER),
         "agent": AGENT_SESSION,
     }

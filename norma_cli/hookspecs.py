@@ -228,7 +228,7 @@ def session_start(event: dict[str, Any]) -> Any:
     """SessionStart: a session opens.
 
     :param event: ``session_id``, ``cwd``, ``hook_event_name``, ``source``
-        (``startup``/``resume``).
+        (``startup``/``resume``/``subagent``).
     :return: ``None`` or ``additionalContext``. All plugins are called.
     """
 

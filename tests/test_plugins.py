@@ -239,6 +239,48 @@ def test_hook_ask_user(tmp_path: Path) -> None:
     assert seen == [("Which db?", ["sqlite", "postgres"])]
 
 
+def test_hook_register_providers(tmp_path: Path) -> None:
+    import io
+
+    from norma_cli.agent.loop import PromptOptions, run_prompt
+    from norma_cli.agent.messages import Message, Text, ToolUse
+    from norma_cli.agent.output import Emitter
+    from norma_cli.agent.providers import ModelReply, Usage
+
+    seen: list[Any] = []
+
+    class Scripted:  # a model that reads the file it is asked about, then answers
+        def __init__(self, settings: Any) -> None:
+            self.settings = settings
+
+        def complete(self, request: Any, on_delta: Any = None) -> Any:
+            seen.append((self.settings.model, request))
+            if len(seen) == 1:
+                return ModelReply(Message("assistant", [ToolUse("c1", "Read", {"file_path": "a.txt"})]), "tool_use", Usage(5, 1))
+            [result] = request.messages[-1].tool_results()
+            return ModelReply(Message("assistant", [Text(f"it says: {result.text()}")]), "end_turn", Usage(7, 2))
+
+    class Providers:
+        @hookimpl
+        def register_providers(self, register: Any) -> None:
+            register("scripted", Scripted)
+
+    (tmp_path / "a.txt").write_text("hello from a\n")
+    cfg = tmp_path / "p.toml"
+    cfg.write_text('[providers.mine]\nkind = "scripted"\nmodel = "m1"\n')
+    rt = runtime(tmp_path, ("prov", Providers()), config=cfg)
+    out = io.StringIO()
+    try:
+        outcome = run_prompt(rt, PromptOptions("what is in a.txt?"), emitter=Emitter("text", out, io.StringIO()))
+    finally:
+        rt.close()
+    assert outcome.exit_code == 0 and "hello from a" in outcome.text and out.getvalue() == outcome.text + "\n"
+    assert outcome.provider == "mine" and outcome.usage["total_tokens"] == 15
+    model, first = seen[0]
+    assert model == "m1" and first.messages[0].text() == "what is in a.txt?"
+    assert "Read" in [t.name for t in first.tools]
+
+
 def test_hook_register_commands(norma: RunNorma, example_plugin: dict[str, str]) -> None:
     proc = norma("example-hello", "Big World", env=example_plugin)
     assert proc.returncode == 0 and proc.stdout.strip() == "hello, big-world"

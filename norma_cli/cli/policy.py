@@ -1,7 +1,10 @@
-"""``norma policy check``: explain a permission decision without executing anything."""
+"""``norma policy check`` explains a permission decision, ``norma policy replay`` re-decides a
+recorded transcript; neither executes anything."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -40,6 +43,47 @@ def check(app: Any, *, name: str, input_: str | None, args: tuple[str, ...], as_
     for sub in report["subcommands"]:
         rule = f"  [{sub['rule']} @ {sub['source']}]" if sub.get("rule") else ""
         click.echo(f"  - {sub['decision']:<5} {sub['command']}{rule}")
+
+
+@policy.command("replay")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--expect", "expect_file", type=click.Path(dir_okay=False, path_type=Path), help="JSON: tool_use_id → expected decision, or an earlier replay's --json. Exit 1 on any difference.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_obj
+def replay(app: Any, *, file: Path, expect_file: Path | None, as_json: bool) -> None:
+    """Re-decide every tool call recorded in FILE under today's policy; nothing runs.
+
+    FILE is a norma transcript (JSONL), an Anthropic messages list or an OpenAI messages list
+    (detected). Each call gets today's decision (allow, deny, ask; error for an unknown tool or
+    invalid input), stage, rule and its source. PreToolUse hooks are not run. With --expect the
+    command exits 1 when any decision differs — a CI gate for policy changes.
+    """
+    import json
+
+    from norma_cli.agent import replay as replaying
+
+    fmt, calls = replaying.load_calls(file)
+    expected = replaying.load_expected(expect_file) if expect_file is not None else None
+    rows = replaying.replay(app.runtime(with_store=False), calls)
+    diffs = replaying.differences(rows, expected) if expected is not None else []
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in rows], indent=2, ensure_ascii=False))
+    else:
+        click.echo(f"{len(rows)} call(s) in {file} ({fmt} format)", err=True)
+        table = [("TOOL_USE_ID", "TOOL", "DECISION", "STAGE", "RULE", "SOURCE")]
+        for r in rows:
+            tool = f"{r.tool} (via {r.via})" if r.via else r.tool
+            table.append((r.tool_use_id, tool, r.decision, r.stage, r.rule or "-", r.source or "-"))
+        widths = [max(len(row[i]) for row in table) for i in range(5)]
+        for row in table:
+            click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[5])
+    if diffs:
+        click.echo(f"norma: {len(diffs)} decision(s) differ from {expect_file}:", err=True)
+        for d in diffs:
+            actual = d["actual"] or "missing"
+            why = f" — {d['rule']} ({d['source']})" if d.get("rule") else (f" — {d['reason']}" if d.get("reason") else "")
+            click.echo(f"  {d['tool_use_id']} {d['tool'] or ''}: expected {d['expected']}, got {actual}{why}", err=True)
+        sys.exit(1)
 
 
 def explain(rt: Any, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
