@@ -27,6 +27,7 @@ from norma_cli.store.sqlite import Store
 
 if TYPE_CHECKING:
     from norma_cli.catalog.assembly import Assembly
+    from norma_cli.mcp.registry import McpHub
     from norma_cli.policy.intercept import ApprovalDesk, Guard
 
 
@@ -66,6 +67,7 @@ class Runtime:
     assembly: Assembly = field(init=False)
     warnings: list[str] = field(default_factory=list)
     guard: Guard | None = None
+    mcp: McpHub | None = None  # [mcp.servers]: their tools, connected only when needed
     _desk: ApprovalDesk | None = field(default=None, repr=False)
     _session_started: bool = field(default=False, repr=False)
 
@@ -169,6 +171,10 @@ class Runtime:
         if store is not None:
             session.activity = rt._record_activity
         rt._build_guard()
+        if (config.data.get("mcp") or {}).get("servers"):
+            from norma_cli.mcp.registry import attach
+
+            rt.mcp = attach(rt)  # last listings from the pin table; no server is started here
         from norma_cli.catalog.assembly import assemble
 
         rt.assembly = assemble(rt, agent, store_error)  # the agent's tool set (SPEC §8)
@@ -262,6 +268,8 @@ class Runtime:
         try:
             self.session.close(reason)
         finally:
+            if self.mcp is not None:
+                self.mcp.close()
             if self.store is not None:
                 self.store.close()
 
@@ -282,13 +290,13 @@ def _config_rules(layers: list[Layer]) -> list[Rule]:
 
 def _check_rule_examples(layers: list[Layer], registry: ToolRegistry, session: Session) -> None:
     """A long-form rule's ``match``/``not_match`` examples must hold, or the config does not load."""
-    from norma_cli.policy.selftest import check_examples
-
     for layer in layers:
         perms = layer.effective.get("permissions") or {}
         for i, entry in enumerate(perms.get("rules", [])):
             if not entry.get("match") and not entry.get("not_match"):
                 continue
+            from norma_cli.policy.selftest import check_examples
+
             source = layer.source_of(f"permissions.rules[{i}].rule")
             rule = Rule.parse(entry["rule"], entry["decision"], source)
             ctx = CallContext(session_id=session.id, cwd=session.cwd, roots=session.roots, mode="default")

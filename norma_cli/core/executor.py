@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from norma_cli.store.sqlite import Store, TraceRecord
 
 if TYPE_CHECKING:
     from norma_cli.policy.intercept import Guard
+
+BATCH_CHUNK = 64  # parallel calls whose traces share one commit
 
 # (tool, call, decision, ctx) -> the final allow/deny (or an ask left pending, with pending_id)
 AskResolver = Callable[[Tool, ToolCall, Decision, CallContext], Decision]
@@ -96,6 +99,7 @@ class Executor:
         self.schema_for = schema_for or (lambda tool: tool.input_schema)
         self.guard = guard  # SPEC §9 interception, between the permission decision and the call
         self._defaults: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._local = threading.local()  # per-thread trace sink while a batch chunk runs
 
     # ------------------------------------------------------------------ one call
     def run(self, call: ToolCall) -> ToolResult:
@@ -108,7 +112,9 @@ class Executor:
         except Exception as exc:  # a bug in norma or a plugin: still one paired result
             trail.add("failed", by="norma", error=f"{type(exc).__name__}: {exc}")
             meta.status = "error"
-            output = ToolOutput.error(f"internal error while running {call.name}: {type(exc).__name__}: {exc}")
+            output = ToolOutput.error(
+                f"internal error while running {call.name}: {type(exc).__name__}: {exc}"
+            )
         except BaseException as exc:  # SIGTERM / Ctrl-C: the call still leaves its trace
             last = trail.events[-1] if trail.events else {}
             if last.get("state") == "denied":  # a cancelled approval wait recorded its denial
@@ -133,8 +139,15 @@ class Executor:
         c = self.context
         # The session's mode is live (EnterPlanMode / ExitPlanMode change it between calls).
         mode = getattr(c.session, "mode", None) or c.mode
-        return CallContext(session_id=c.session_id, cwd=c.cwd, roots=c.roots, mode=mode,
-                           agent=c.agent, tool_use_id=call.id, session=c.session)
+        return CallContext(
+            session_id=c.session_id,
+            cwd=c.cwd,
+            roots=c.roots,
+            mode=mode,
+            agent=c.agent,
+            tool_use_id=call.id,
+            session=c.session,
+        )
 
     def _admit(
         self, call: ToolCall, ctx: CallContext, meta: CallMeta, trail: Trail
@@ -175,9 +188,14 @@ class Executor:
 
         # 4. permission
         decision = self.engine.evaluate(tool, tool_input, ctx)
-        trail.add("permission", by=decision.stage, decision=decision.behavior, reason=decision.reason,
-                  rule=decision.rule.text if decision.rule else None,
-                  source=decision.rule.source if decision.rule else None)
+        trail.add(
+            "permission",
+            by=decision.stage,
+            decision=decision.behavior,
+            reason=decision.reason,
+            rule=decision.rule.text if decision.rule else None,
+            source=decision.rule.source if decision.rule else None,
+        )
         if decision.behavior == "deny":
             return self._denied(meta, trail, decision)
         return tool, schema, tool_input, decision
@@ -199,7 +217,9 @@ class Executor:
         meta.duration_ms = (time.perf_counter() - trail.started) * 1000
         return ToolResult(call.id, output.content, output.is_error, meta, [], call.dialect)
 
-    def _pipeline(self, call: ToolCall, ctx: CallContext, meta: CallMeta, trail: Trail) -> ToolOutput:
+    def _pipeline(
+        self, call: ToolCall, ctx: CallContext, meta: CallMeta, trail: Trail
+    ) -> ToolOutput:
         admitted = self._admit(call, ctx, meta, trail)
         if isinstance(admitted, ToolOutput):
             return admitted
@@ -214,9 +234,13 @@ class Executor:
                 trail.add("hook", **outcome.to_event())
             if pre.blocked:
                 hook_ref = RuleRef(pre.hook or "hook", pre.source or "hook")
-                return self._denied(meta, trail, Decision.deny("hook", pre.reason, rule=hook_ref), by=pre.hook)
+                return self._denied(
+                    meta, trail, Decision.deny("hook", pre.reason, rule=hook_ref), by=pre.hook
+                )
             if pre.ask and decision.behavior == "allow":
-                decision = Decision.ask("hook", pre.reason, rule=RuleRef(pre.hook or "hook", pre.source or "hook"))
+                decision = Decision.ask(
+                    "hook", pre.reason, rule=RuleRef(pre.hook or "hook", pre.source or "hook")
+                )
             if pre.updated_input is not None:
                 final_input = pre.updated_input
             extra_context = pre.additional_context
@@ -231,8 +255,13 @@ class Executor:
                     reason = "rewritten input is invalid: " + "; ".join(map(str, issues))
                     return self._denied(meta, trail, Decision.deny("revalidate", reason))
             again = self.engine.evaluate(tool, final_input, ctx)
-            trail.add("revalidated", by=again.stage, decision=again.behavior, reason=again.reason,
-                      rule=again.rule.text if again.rule else None)
+            trail.add(
+                "revalidated",
+                by=again.stage,
+                decision=again.behavior,
+                reason=again.reason,
+                rule=again.rule.text if again.rule else None,
+            )
             if again.behavior == "deny":
                 again.reason = f"rewritten input: {again.reason}"
                 return self._denied(meta, trail, again)
@@ -242,20 +271,37 @@ class Executor:
 
         # ask → resolved by a plugin, a person, or the approval queue; else denied
         if decision.behavior == "ask":
-            trail.add("pending", by=decision.stage, reason=decision.reason,
-                      rule=decision.rule.text if decision.rule else None)
+            trail.add(
+                "pending",
+                by=decision.stage,
+                reason=decision.reason,
+                rule=decision.rule.text if decision.rule else None,
+            )
             asked = decision
             if ctx.mode in ("dontAsk", "auto"):  # these modes never ask anybody
-                return self._denied(meta, trail, Decision.deny("mode", f"{ctx.mode} mode never asks: {asked.reason}", rule=asked.rule))
-            decision = self.resolve_ask(tool, ToolCall(call.id, call.name, final_input, call.dialect), asked, ctx)
+                return self._denied(
+                    meta,
+                    trail,
+                    Decision.deny(
+                        "mode", f"{ctx.mode} mode never asks: {asked.reason}", rule=asked.rule
+                    ),
+                )
+            decision = self.resolve_ask(
+                tool, ToolCall(call.id, call.name, final_input, call.dialect), asked, ctx
+            )
             if decision.behavior == "ask":  # still pending (approval queue, --no-wait)
                 meta.pending_id = decision.pending_id
                 meta.status = "pending"
                 self._set_decision(meta, decision, asked)
                 trail.add("pending", by="approval", pending_id=meta.pending_id)
                 return ToolOutput.error(f"pending approval {meta.pending_id}: {asked.reason}")
-            trail.add("resolved", by=decision.stage, decision=decision.behavior, reason=decision.reason,
-                      pending_id=decision.pending_id)
+            trail.add(
+                "resolved",
+                by=decision.stage,
+                decision=decision.behavior,
+                reason=decision.reason,
+                pending_id=decision.pending_id,
+            )
             if decision.behavior == "deny":
                 return self._denied(meta, trail, decision)
             if decision.rule is None and asked.rule is not None:
@@ -266,14 +312,18 @@ class Executor:
         # guard (SPEC §9): intercept rules, judge, approval queue — after the permission answer
         executing_by, executing_detail = decision.stage, {}
         if self.guard is not None:
-            verdict = self.guard.check(tool, final_input, ctx, trail, permission=decision, trace_id=meta.trace_id)
+            verdict = self.guard.check(
+                tool, final_input, ctx, trail, permission=decision, trace_id=meta.trace_id
+            )
             if verdict.decision.behavior == "deny":
                 return self._denied(meta, trail, verdict.decision, by=verdict.by, **verdict.detail)
             if verdict.decision.behavior == "ask":  # left pending (--no-wait)
                 meta.pending_id = verdict.decision.pending_id
                 meta.status = "pending"
                 self._set_decision(meta, verdict.decision)
-                return ToolOutput.error(f"pending approval {meta.pending_id}: {verdict.decision.reason}")
+                return ToolOutput.error(
+                    f"pending approval {meta.pending_id}: {verdict.decision.reason}"
+                )
             executing_by, executing_detail = verdict.by, verdict.detail
 
         # 7. call
@@ -315,7 +365,9 @@ class Executor:
         trail.add(meta.status, by=tool.name)
         return output
 
-    def _call(self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, trail: Trail) -> ToolOutput:
+    def _call(
+        self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, trail: Trail
+    ) -> ToolOutput:
         try:
             value = tool.call(tool_input, ctx)
             if inspect.isawaitable(value):
@@ -327,22 +379,32 @@ class Executor:
             return value
         except TimeoutError:
             trail.add("timeout", by=tool.name, seconds=tool.timeout)
-            return self._failure(tool, tool_input, ctx, f"{tool.name} timed out after {tool.timeout:g}s")
+            return self._failure(
+                tool, tool_input, ctx, f"{tool.name} timed out after {tool.timeout:g}s"
+            )
         except Exception as exc:
-            return self._failure(tool, tool_input, ctx, f"{tool.name} failed: {type(exc).__name__}: {exc}")
+            return self._failure(
+                tool, tool_input, ctx, f"{tool.name} failed: {type(exc).__name__}: {exc}"
+            )
 
-    def _failure(self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, message: str) -> ToolOutput:
+    def _failure(
+        self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, message: str
+    ) -> ToolOutput:
         return ToolOutput.error(message, exception=True)
 
     # ------------------------------------------------------------------ batches
     def run_batch(self, calls: Sequence[ToolCall], max_concurrency: int = 8) -> list[ToolResult]:
         return list(self.iter_batch(calls, max_concurrency))
 
-    def iter_batch(self, calls: Sequence[ToolCall], max_concurrency: int = 8) -> Iterator[ToolResult]:
+    def iter_batch(
+        self, calls: Sequence[ToolCall], max_concurrency: int = 8
+    ) -> Iterator[ToolResult]:
         """Consecutive concurrency-safe calls run in parallel (bounded); others run alone.
 
-        Results are yielded in input order, each paired with its call's id, as soon as the
-        group holding them has finished.
+        Results are yielded in input order, each paired with its call's id. Parallel calls run
+        in chunks whose traces are committed together (one transaction per chunk) *before* the
+        chunk's results are yielded: no result is ever emitted without its durable record, and
+        an interrupted batch still records every call that ran.
         """
         i = 0
         pool = None
@@ -355,15 +417,45 @@ class Executor:
                     if pool is None:
                         from concurrent.futures import ThreadPoolExecutor
 
-                        pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="norma-call")
-                    yield from pool.map(self.run, calls[i:j])
+                        pool = ThreadPoolExecutor(
+                            max_workers=max_concurrency, thread_name_prefix="norma-call"
+                        )
+                    for start in range(i, j, BATCH_CHUNK):
+                        yield from self._run_chunk(pool, calls[start : min(j, start + BATCH_CHUNK)])
                     i = j
-                else:
-                    yield self.run(calls[i])
-                    i += 1
+                else:  # one exclusive call, or a group that may not run in parallel
+                    end = max(j, i + 1)
+                    for k in range(i, end):
+                        yield self.run(calls[k])
+                    i = end
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
+
+    def _run_chunk(self, pool: Any, chunk: Sequence[ToolCall]) -> list[ToolResult]:
+        futures = [pool.submit(self._run_deferred, call) for call in chunk]
+        done: list[tuple[ToolResult, list[TraceRecord]]] = []
+        try:
+            for future in futures:
+                done.append(future.result())
+        finally:  # even when interrupted: every call that ran keeps its record
+            for future in futures[len(done) :]:
+                try:
+                    done.append(future.result())
+                except BaseException:  # its own run() recorded it; keep collecting the others
+                    continue
+            records = [rec for _, recs in done for rec in recs]
+            if records and self.store is not None:
+                self.store.append_traces(records)
+        return [result for result, _ in done]
+
+    def _run_deferred(self, call: ToolCall) -> tuple[ToolResult, list[TraceRecord]]:
+        sink: list[TraceRecord] = []
+        self._local.sink = sink
+        try:
+            return self.run(call), sink
+        finally:
+            self._local.sink = None
 
     def _concurrency_safe(self, call: ToolCall) -> bool:
         tool = self.registry.get(call.name)
@@ -376,7 +468,8 @@ class Executor:
             defaults = {
                 name: prop["default"]
                 for name, prop in (schema.get("properties") or {}).items()
-                if isinstance(prop, dict) and "default" in prop
+                if isinstance(prop, dict)
+                and "default" in prop
                 and isinstance(prop["default"], (str, int, float, bool))
             }
             cached = (schema, defaults)
@@ -386,7 +479,9 @@ class Executor:
             return tool_input
         return {**{k: v for k, v in defaults.items() if k not in tool_input}, **tool_input}
 
-    def _payload(self, event: str, ctx: CallContext, tool_name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    def _payload(
+        self, event: str, ctx: CallContext, tool_name: str, tool_input: dict[str, Any]
+    ) -> dict[str, Any]:
         return {
             "session_id": ctx.session_id,
             "cwd": str(ctx.cwd),
@@ -398,13 +493,17 @@ class Executor:
             "agent": ctx.agent,
         }
 
-    def _invalid(self, meta: CallMeta, trail: Trail, stage: str, name: str, issues: list[SchemaIssue]) -> ToolOutput:
+    def _invalid(
+        self, meta: CallMeta, trail: Trail, stage: str, name: str, issues: list[SchemaIssue]
+    ) -> ToolOutput:
         text = f"invalid input for {name}: " + "; ".join(map(str, issues))
         trail.add("refused", by=stage, reason=text)
         meta.stage, meta.decision, meta.reason = stage, None, text
         return ToolOutput.error(text)
 
-    def _denied(self, meta: CallMeta, trail: Trail, decision: Decision, by: str | None = None, **detail: Any) -> ToolOutput:
+    def _denied(
+        self, meta: CallMeta, trail: Trail, decision: Decision, by: str | None = None, **detail: Any
+    ) -> ToolOutput:
         self._set_decision(meta, decision)
         meta.status = "denied"
         meta.pending_id = decision.pending_id
@@ -426,28 +525,31 @@ class Executor:
         if self.store is None:
             return
         assert meta.trace_id is not None
-        self.store.append_trace(
-            TraceRecord(
-                id=meta.trace_id,
-                tool_use_id=call.id,
-                session_id=self.context.session_id,
-                agent=self.context.agent,
-                tool=call.name,
-                input_digest=meta.input_digest,
-                decision=meta.decision,
-                stage=meta.stage,
-                rule=meta.rule,
-                rule_source=meta.source,
-                status=meta.status,
-                is_error=meta.status not in ("completed",),
-                duration_ms=meta.duration_ms,
-                spill_path=meta.spill.path if meta.spill else None,
-                spill_sha256=meta.spill.sha256 if meta.spill else None,
-                events=trail.events,
-                reason=meta.reason,
-                pending_id=meta.pending_id,
-            )
+        record = TraceRecord(
+            id=meta.trace_id,
+            tool_use_id=call.id,
+            session_id=self.context.session_id,
+            agent=self.context.agent,
+            tool=call.name,
+            input_digest=meta.input_digest,
+            decision=meta.decision,
+            stage=meta.stage,
+            rule=meta.rule,
+            rule_source=meta.source,
+            status=meta.status,
+            is_error=meta.status not in ("completed",),
+            duration_ms=meta.duration_ms,
+            spill_path=meta.spill.path if meta.spill else None,
+            spill_sha256=meta.spill.sha256 if meta.spill else None,
+            events=trail.events,
+            reason=meta.reason,
+            pending_id=meta.pending_id,
         )
+        sink = getattr(self._local, "sink", None)
+        if sink is not None:
+            sink.append(record)  # committed with its batch chunk (iter_batch)
+        else:
+            self.store.append_trace(record)
 
 
 async def _await(value: Any) -> Any:

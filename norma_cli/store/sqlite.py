@@ -373,11 +373,15 @@ class Store:
 
     def append_trace(self, rec: TraceRecord) -> tuple[int, str]:
         """Append one call's trace to the hash chain (store/trace.py); returns (seq, hash)."""
+        return self.append_traces([rec])
+
+    def append_traces(self, recs: list[TraceRecord]) -> tuple[int, str]:
+        """Append several traces, in order, in one transaction (one commit for a batch group)."""
         from norma_cli.store import trace
 
         try:
             with self.write() as conn:
-                return trace.append(conn, rec)
+                return trace.append_many(conn, recs)
         except sqlite3.Error as exc:
             raise StoreError(f"store {self.path}: cannot write trace: {exc}") from None
 

@@ -53,9 +53,20 @@ def content_of(rec: TraceRecord) -> tuple[Any, ...]:
 
 def append(conn: sqlite3.Connection, rec: TraceRecord) -> tuple[int, str]:
     """Append one entry; the caller holds a ``BEGIN IMMEDIATE`` transaction on ``conn``."""
+    return append_many(conn, [rec])
+
+
+def append_many(conn: sqlite3.Connection, recs: list[TraceRecord]) -> tuple[int, str]:
+    """Append entries in order under one head read (a batch's group commit); the caller
+    holds a ``BEGIN IMMEDIATE`` transaction on ``conn``. Returns the new head."""
     head = conn.execute("SELECT seq, hash FROM traces ORDER BY seq DESC LIMIT 1").fetchone()
-    seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS)
-    content = content_of(rec)
-    digest = entry_hash(prev, seq, content)
-    conn.execute(_INSERT, (seq, *content, prev, digest))
-    return seq, digest
+    seq, prev = (head[0], head[1]) if head else (0, GENESIS)
+    rows = []
+    for rec in recs:
+        seq += 1
+        content = content_of(rec)
+        digest = entry_hash(prev, seq, content)
+        rows.append((seq, *content, prev, digest))
+        prev = digest
+    conn.executemany(_INSERT, rows)
+    return seq, prev
