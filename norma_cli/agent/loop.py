@@ -97,6 +97,7 @@ class AgentLoop:
         self.transcript: Transcript | None = None
         self.system = ""
         self._streamed = 0
+        self._mcp_loaded = False
 
     @property
     def sid(self) -> str:
@@ -233,6 +234,9 @@ class AgentLoop:
 
     # ------------------------------------------------------------------ steps
     def _tool_specs(self) -> list[ToolSpec]:
+        if self.rt.mcp is not None and not self._mcp_loaded:
+            self.rt.mcp.load()  # servers never listed yet: the model must see their tools too
+            self._mcp_loaded = True
         asm = self.rt.assembly
         specs: list[ToolSpec] = []
         for tool in asm.exposed():

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from norma_cli.core.contract import CallContext, Tool
     from norma_cli.core.executor import Executor
     from norma_cli.core.registry import ToolRegistry
+    from norma_cli.mcp.registry import McpHub
     from norma_cli.runtime import Runtime
     from norma_cli.store.catalog_repo import CatalogRepo, CatalogRow
 
@@ -74,15 +75,25 @@ class Assembly:
     custom_specs: dict[str, CustomToolSpec] = field(default_factory=dict)
     # the code's own description/prompt/schema of tools the catalog or a hint changed (for sync)
     originals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mcp: McpHub | None = None  # MCP servers of this run (their tools' pins, connections)
     _index: SearchIndex | None = None
     _dispatcher: ExecuteExtraToolTool | None = None
 
     # ------------------------------------------------------------------ executor seams
     def gate(self, name: str, ctx: CallContext) -> str | None:
-        """Why ``name`` may not be called in this run (the executor refuses it at lookup)."""
-        return self.refusal(name)
+        """Why ``name`` may not be called in this run (the executor refuses it at lookup).
+        An MCP tool's server is connected here, so its live definition meets its pin before
+        anything else happens to the call."""
+        refusal = self.refusal(name)
+        if refusal is None and self.mcp is not None:
+            refusal = self.mcp.refusal(name, connect=True)
+        return refusal
 
     def refusal(self, name: str) -> str | None:
+        if self.mcp is not None:  # an MCP tool's pin state (last recorded) says the most
+            refusal = self.mcp.refusal(name, connect=False)
+            if refusal is not None:
+                return refusal
         refusal = self.refusals.get(name)
         if refusal is not None:
             return refusal
@@ -93,6 +104,33 @@ class Assembly:
                 f'(call Skill {{"name": "{skills[0]}"}} first)'
             )
         return None
+
+    def admit(self, candidates: dict[str, Candidate]) -> None:
+        """Tools registered after assembly (an MCP server listed for the first time during
+        this run) are resolved like the others. One of a server only a skill reaches cannot
+        be gated any more in this run, so it is refused until a later run (or a sync)."""
+        skill_servers = frozenset(
+            srv for s in self.visible_skills.values() for srv in s.gated_servers
+        )
+        for name, c in candidates.items():
+            self.candidates[name] = c
+            r = self.resolved[name] = resolve(c, self.rows.get(name), self.agent, skill_servers)
+            if (
+                r.refusal is None
+                and c.server in skill_servers
+                and not (self.agent is None or self.agent.sees_server(c.server))
+            ):
+                r.refusal = f"{name} is gated by a skill but was first listed during this run; run `norma catalog sync`"
+            if r.refusal:
+                self.refusals[name] = r.refusal
+        self.registry.hide(n for n in candidates if n in self.refusals)
+
+    def retire(self, names: list[str]) -> None:
+        """Tools their source stopped offering during this run (an MCP server's listing)."""
+        for name in names:
+            self.candidates.pop(name, None)
+            self.resolved.pop(name, None)
+            self.refusals.pop(name, None)
 
     def locked_by(self, name: str) -> tuple[str, ...]:
         """The skills that would unlock ``name``, while it is locked."""
@@ -262,6 +300,10 @@ def assemble(rt: Runtime, agent: AgentSpec | None, store_error: StoreError | Non
         _add_deferred_helpers(asm)
     registry.hide([*deferred, *(n for n, r in resolved.items() if r.refusal)])
     asm.refusals = {n: r.refusal for n, r in resolved.items() if r.refusal}
+    hub = getattr(rt, "mcp", None)
+    if hub is not None:
+        asm.mcp = hub
+        hub.bind(asm)
     if repo is not None and not repo.writable:  # a peek for a store-less command: done with it
         repo.close()
         asm.repo = None

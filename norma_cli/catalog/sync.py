@@ -140,9 +140,12 @@ class SyncReport:
     migrations: dict[str, str] = field(default_factory=dict)
     unchanged: int = 0
     dry_run: bool = False
+    # MCP (SPEC §11): per server "ok" or its error; quarantined tools and why
+    mcp: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **({"mcp": self.mcp} if self.mcp else {}),
             "added": self.added,
             "updated": self.updated,
             "kept_edits": self.kept_edits,
@@ -205,11 +208,14 @@ def plan(
 
 def sync(asm: Assembly, repo: CatalogRepo, *, dry_run: bool = False) -> SyncReport:
     now = time.time()
+    # every MCP server is connected and listed; its tools' definitions meet their pins
+    mcp = asm.mcp.collect(record=not dry_run) if asm.mcp is not None else {}
     if dry_run:
         applied = repo.applied_data_migrations()
         writes, report = plan(asm, repo.rows(), now)
         report.migrations = {n: "pending" for n, _ in DATA_MIGRATIONS if n not in applied}
         report.dry_run = True
+        report.mcp = mcp
         return report
     with repo.tx() as tx:
         applied = tx.applied_data_migrations()
@@ -220,7 +226,10 @@ def sync(asm: Assembly, repo: CatalogRepo, *, dry_run: bool = False) -> SyncRepo
                 tx.record_data_migration(name, ran[name])
         writes, report = plan(asm, tx.rows(), now)
         tx.upsert(writes)
+        if asm.mcp is not None:  # rows of quarantined MCP tools say so (new rows included)
+            asm.mcp.mirror(tx.execute)
     report.migrations = ran
+    report.mcp = mcp
     return report
 
 

@@ -30,6 +30,7 @@ COMMANDS = {
     "skills": "norma_cli.cli.skills:skills",
     "trace": "norma_cli.cli.trace:trace",
     "approve": "norma_cli.cli.approve:approve",
+    "mcp": "norma_cli.cli.mcp:mcp",
 }
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 

@@ -1,5 +1,6 @@
-"""``norma catalog sync | list | show | set | add``: the rows that enable, bind and describe
-tools (SPEC §8). Edits made here are recorded per field and never reverted by ``sync``."""
+"""``norma catalog sync | list | show | set | add | diff | accept``: the rows that enable,
+bind and describe tools (SPEC §8). Edits made here are recorded per field and never reverted
+by ``sync``. ``diff`` and ``accept`` review and re-pin changed MCP tool definitions (§11)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,11 @@ def sync_cmd(app: Any, *, dry_run: bool, as_json: bool) -> None:
         click.echo(f"  - {name}: no code defines it; marked stale")
     for name, detail in report.migrations.items():
         click.echo(f"  data migration {name}: {detail}")
+    for server, status in (report.mcp.get("servers") or {}).items():
+        if status != "ok":
+            click.echo(f"  ! MCP server {server}: {status}")
+    for why in (report.mcp.get("quarantined") or {}).values():
+        click.echo(f"  ! {why}")
 
 
 def _row_json(row: CatalogRow) -> dict[str, Any]:
@@ -441,6 +447,67 @@ def add_cmd(
         ]
     )
     click.echo(f"{name}: added ({kind} custom tool in the catalog)")
+
+
+# ----------------------------------------------------------------------------- MCP pins (SPEC §11)
+@catalog.command("diff")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def diff_cmd(app: Any, *, name: str, as_json: bool) -> None:
+    """How an MCP tool's definition differs from its pin (as last seen at a connect or sync)."""
+    from norma_cli.mcp.pin import diff_text
+
+    book = _pin_book(app)
+    pin = _seen_pin(book, name)
+    previous = book.pin_of(pin.server, pin.previous) if pin.previous else None
+    text = diff_text(pin, previous)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({
+            "name": pin.name, "server": pin.server, "tool": pin.tool, "state": pin.state,
+            "note": pin.note, "previous": previous.name if previous else None,
+            "pinned_digest": pin.pinned_digest, "live_digest": pin.live_digest, "diff": text,
+        }, indent=2))  # fmt: skip
+        return
+    click.echo(f"{pin.name}: {pin.state}" + (f" ({pin.note})" if pin.note else ""))
+    click.echo(text or "no change: the definition seen is the one pinned")
+
+
+@catalog.command("accept")
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@click.pass_obj
+def accept_cmd(app: Any, *, names: tuple[str, ...]) -> None:
+    """Pin the definition an MCP tool was last seen with (the one `catalog diff` shows): a
+    quarantined tool becomes callable again."""
+    book = _pin_book(app)
+    for name in names:
+        before = _seen_pin(book, name)
+        pin = book.accept(name)
+        done = "already pinned" if before.state == "pinned" else f"{before.state} → pinned"
+        click.echo(f"{name}: {done} ({pin.live_digest[:12]})")
+
+
+def _pin_book(app: Any) -> Any:
+    from norma_cli.errors import NormaError
+    from norma_cli.mcp.pin import PinBook
+
+    store = app.runtime().store
+    if store is None:
+        raise NormaError("no store: MCP pins live in the store", 2)
+    return PinBook(store)
+
+
+def _seen_pin(book: Any, name: str) -> Any:
+    from norma_cli.errors import UsageError
+
+    pin = book.get(name)
+    if pin is None:
+        raise UsageError(
+            f"{name}: no MCP tool by that name has been seen (run `norma catalog sync`)"
+        )
+    return pin
 
 
 # ----------------------------------------------------------------------------- tools list --explain

@@ -23,6 +23,8 @@ def list_tools(app: Any, *, show_all: bool, explain: bool, as_json: bool) -> Non
     The set depends on --agent, the catalog and the skills invoked (SPEC §8).
     """
     rt = app.runtime(with_store=False)
+    if rt.mcp is not None:
+        rt.mcp.load()  # MCP servers never listed yet (the others: their last recorded listing)
     if explain:
         from norma_cli.cli.catalog import print_explain
 
@@ -36,15 +38,24 @@ def list_tools(app: Any, *, show_all: bool, explain: bool, as_json: bool) -> Non
             "hidden": rt.registry.is_hidden(t.name),
             **t.metadata(),
             "description": (t.description or "").strip().splitlines()[0] if t.description else "",
+            **((rt.mcp.describe(t.name) or {}) if rt.mcp is not None else {}),  # server, pin
         }
         for t in chosen
     ]
+    if rt.mcp is not None and rt.mcp.quarantined():
+        held = rt.mcp.quarantined()
+        click.echo(
+            f"norma: {len(held)} MCP tool(s) quarantined, not listed: {', '.join(p.name for p in held)}"
+            " (see `norma catalog diff NAME`)",
+            err=True,
+        )
     if as_json:
         import json
 
         click.echo(json.dumps(rows, indent=2))
         return
     width = max((len(r["name"]) for r in rows), default=4)
+    pins = any("pin" in r for r in rows)
     for r in rows:
         flags = "".join(
             [
@@ -54,7 +65,10 @@ def list_tools(app: Any, *, show_all: bool, explain: bool, as_json: bool) -> Non
                 "H" if r["hidden"] else "-",
             ]
         )
-        click.echo(f"{r['name']:<{width}}  {flags}  {r['plugin']:<12}  {r['description'][:80]}")
+        pin = f"{r.get('pin', ''):<9} " if pins else ""
+        click.echo(
+            f"{r['name']:<{width}}  {flags}  {r['plugin']:<12}  {pin}{r['description'][:80]}"
+        )
     if rows and not as_json:
         click.echo("\nflags: R read-only, C concurrency-safe, A approval-required, H hidden", err=True)
 

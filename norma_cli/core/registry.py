@@ -35,6 +35,9 @@ class ToolRegistry:
         self._hidden: set[str] = set()
         self._lock = threading.Lock()
         self.replacements: list[Replacement] = []
+        # Last resorts for a name nobody registered: MCP servers whose listing has not been
+        # seen yet register their tools when one of their names is looked up.
+        self._resolvers: list[Callable[[str], bool]] = []
 
     def register(
         self,
@@ -98,7 +101,15 @@ class ToolRegistry:
                     built.name, built.plugin = name, plugin
                     self._tools[name] = built
                 tool = self._tools.get(name)
+        if tool is None and self._resolvers:
+            for resolver in self._resolvers:
+                if resolver(name):
+                    return self._tools.get(name)
         return tool
+
+    def add_resolver(self, resolver: Callable[[str], bool]) -> None:
+        """``resolver(name)`` may register ``name`` on a failed lookup and return True."""
+        self._resolvers.append(resolver)
 
     def names(self) -> list[str]:
         return sorted({*self._tools, *self._lazy})
