@@ -53,7 +53,9 @@ def main() -> None:
     print(f"one-shot Read + trace write, median of {RUNS} runs each")
     print(f"  baseline script : {b * 1000:7.1f} ms")
     print(f"  norma run Read  : {n * 1000:7.1f} ms")
-    print(f"  ratio           : {ratio:5.2f}x   (budget {BUDGET:.0f}x: {'OK' if ratio <= BUDGET else 'OVER'})")
+    print(
+        f"  ratio           : {ratio:5.2f}x   (budget {BUDGET:.0f}x: {'OK' if ratio <= BUDGET else 'OVER'})"
+    )
 
 
 if __name__ == "__main__":

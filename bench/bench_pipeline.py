@@ -49,22 +49,37 @@ def per_call_overhead(work: Path) -> None:
     print(f"in-process pipeline, Read of a small file, trace on, median of {CALLS}")
     print(f"  tool.call alone        : {d:7.1f} us")
     print(f"  executor.run (full)    : {f:7.1f} us")
-    print(f"  pipeline overhead      : {f - d:7.1f} us   (budget 150 us: {'OK' if f - d < 150 else 'OVER'})")
+    print(
+        f"  pipeline overhead      : {f - d:7.1f} us   (budget 150 us: {'OK' if f - d < 150 else 'OVER'})"
+    )
     rt.close()
 
 
 def batch_throughput(work: Path) -> None:
     (work / "b.txt").write_text("batch\n")
     lines = "".join(
-        json.dumps({"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": "b.txt"}}) + "\n"
+        json.dumps(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{i}",
+                "name": "Read",
+                "input": {"file_path": "b.txt"},
+            }
+        )
+        + "\n"
         for i in range(BATCH)
     )
     calls = work / "calls.jsonl"
     calls.write_text(lines)
     env = {**os.environ, "NORMA_HOME": str(work / "home2"), "NORMA_LOAD_PLUGINS": ""}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "norma_cli", "run", "--calls", str(calls)], env=env, cwd=work,
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "norma_cli", "run", "--calls", str(calls)],
+        env=env,
+        cwd=work,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     norma_s = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(BATCH):
@@ -72,7 +87,9 @@ def batch_throughput(work: Path) -> None:
     plain_s = time.perf_counter() - start
     rate = BATCH / norma_s
     print(f"`norma run --calls` with {BATCH} Read calls (one process, trace on)")
-    print(f"  norma        : {norma_s:6.2f} s  = {rate:8.0f} calls/s   (budget 5000/s: {'OK' if rate >= 5000 else 'UNDER'})")
+    print(
+        f"  norma        : {norma_s:6.2f} s  = {rate:8.0f} calls/s   (budget 5000/s: {'OK' if rate >= 5000 else 'UNDER'})"
+    )
     print(f"  plain reads  : {plain_s:6.2f} s  = {BATCH / plain_s:8.0f} reads/s (baseline)")
 
 

@@ -23,8 +23,20 @@ from typing import Any
 from norma_cli.errors import ConfigError
 
 PROJECT_FILE = Path(".norma") / "config.toml"
-ACCUMULATE = {("permissions", "allow"), ("permissions", "ask"), ("permissions", "deny"), ("permissions", "rules")}
-MODE_STRICTNESS = {"bypassPermissions": 0, "auto": 1, "acceptEdits": 2, "default": 3, "dontAsk": 4, "plan": 5}
+ACCUMULATE = {
+    ("permissions", "allow"),
+    ("permissions", "ask"),
+    ("permissions", "deny"),
+    ("permissions", "rules"),
+}
+MODE_STRICTNESS = {
+    "bypassPermissions": 0,
+    "auto": 1,
+    "acceptEdits": 2,
+    "default": 3,
+    "dontAsk": 4,
+    "plan": 5,
+}
 
 
 def _xdg(var: str, default: str) -> Path:

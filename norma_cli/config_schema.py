@@ -55,9 +55,14 @@ def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 def _tname(value: Any) -> str:
-    return {dict: "table", list: "array", str: "string", int: "integer", float: "float", bool: "boolean"}.get(
-        type(value), type(value).__name__
-    )
+    return {
+        dict: "table",
+        list: "array",
+        str: "string",
+        int: "integer",
+        float: "float",
+        bool: "boolean",
+    }.get(type(value), type(value).__name__)
 
 
 @dataclass
@@ -122,8 +127,14 @@ STRS = ListOf(STR)
 DECISION = Scalar(str, "a decision", ("allow", "ask", "deny"))
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 HOOK_EVENTS = (
-    "PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
-    "SessionStart", "SessionEnd", "Stop", "SubagentStart",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "UserPromptSubmit",
+    "SessionStart",
+    "SessionEnd",
+    "Stop",
+    "SubagentStart",
 )
 
 HOOK = Table(
@@ -151,8 +162,12 @@ INTERCEPT = Table(
     {
         "tools": STRS,
         "default": DECISION,
-        "rules": ListOf(Table({"rule": STR, "decision": DECISION, "reason": STR}, required=("rule", "decision"))),
-        "ask": Table({"timeout_s": NUM, "on_timeout": Scalar(str, "an on_timeout action", ("allow", "deny"))}),
+        "rules": ListOf(
+            Table({"rule": STR, "decision": DECISION, "reason": STR}, required=("rule", "decision"))
+        ),
+        "ask": Table(
+            {"timeout_s": NUM, "on_timeout": Scalar(str, "an on_timeout action", ("allow", "deny"))}
+        ),
         "judge": Table(
             {
                 "enabled": BOOL,

@@ -66,7 +66,9 @@ class PluginHost:
             try:
                 plugin = ep.load()
             except Exception as exc:
-                raise ConfigError(f"plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
+                raise ConfigError(
+                    f"plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}"
+                ) from None
             self.add(plugin, ep.name, version=ep.version, entry_point=ep.value)
 
     def add(self, plugin: Any, name: str, *, version: str = "", entry_point: str = "") -> None:
@@ -93,7 +95,9 @@ class PluginHost:
         # pluggy returns LIFO-ordered impls for calling; registration order is the reverse.
         return list(reversed(caller.get_hookimpls()))
 
-    def call_registrations(self, hook: str, make_register: Callable[[str], Callable[..., Any]]) -> None:
+    def call_registrations(
+        self, hook: str, make_register: Callable[[str], Callable[..., Any]]
+    ) -> None:
         """Call ``hook(register)`` once per plugin, each with a ``register`` bound to that plugin.
 
         A plugin that raises is a configuration error naming the plugin (its registrations
@@ -105,7 +109,9 @@ class PluginHost:
             except ConfigError:
                 raise
             except Exception as exc:
-                raise ConfigError(f"plugin {impl.plugin_name!r} failed in {hook}: {type(exc).__name__}: {exc}") from None
+                raise ConfigError(
+                    f"plugin {impl.plugin_name!r} failed in {hook}: {type(exc).__name__}: {exc}"
+                ) from None
 
     # ------------------------------------------------------------------ registration hooks
     def register_tools(self, registry: ToolRegistry) -> None:
@@ -125,7 +131,9 @@ class PluginHost:
         def make(plugin: str) -> Callable[..., Any]:
             def register(rule: str, decision: str) -> None:
                 if decision not in ("allow", "ask", "deny"):
-                    raise ConfigError(f"plugin {plugin!r}: decision must be allow, ask or deny, got {decision!r}")
+                    raise ConfigError(
+                        f"plugin {plugin!r}: decision must be allow, ask or deny, got {decision!r}"
+                    )
                 rules.append(Rule.parse(rule, decision, f"plugin:{plugin}"))  # type: ignore[arg-type]
 
             return register
@@ -138,20 +146,26 @@ class PluginHost:
 
         for event, hook_name in EVENT_HOOKS.items():
             for impl in self._impls(hook_name):
-                runner.add(CallableHook(event, _event_caller(impl.function), f"plugin:{impl.plugin_name}"))
+                runner.add(
+                    CallableHook(event, _event_caller(impl.function), f"plugin:{impl.plugin_name}")
+                )
 
     def register_commands(self, cli: Any) -> None:
         for impl in self._impls("register_commands"):
             try:
                 impl.function(cli=cli)
             except Exception as exc:
-                raise ConfigError(f"plugin {impl.plugin_name!r} failed in register_commands: {exc}") from None
+                raise ConfigError(
+                    f"plugin {impl.plugin_name!r} failed in register_commands: {exc}"
+                ) from None
 
     # ------------------------------------------------------------------ decision hooks
     def has(self, hook: str) -> bool:
         return bool(self._impls(hook))
 
-    def permission_opinion(self, tool: Tool, call: dict[str, Any], ctx: CallContext) -> Decision | None:
+    def permission_opinion(
+        self, tool: Tool, call: dict[str, Any], ctx: CallContext
+    ) -> Decision | None:
         """Ask every plugin; combine as a veto (deny > ask > allow > no opinion)."""
         from norma_cli.core.contract import Decision
 
@@ -163,12 +177,18 @@ class PluginHost:
                 answer = impl.function(tool=tool, call=call, context=ctx)
                 verdict = _as_decision(answer, "plugin", source)
             except Exception as exc:
-                verdict = Decision.deny("plugin", f"{source} raised {type(exc).__name__}: {exc} (fail closed)")
-            if verdict is not None and (best is None or rank[verdict.behavior] > rank[best.behavior]):
+                verdict = Decision.deny(
+                    "plugin", f"{source} raised {type(exc).__name__}: {exc} (fail closed)"
+                )
+            if verdict is not None and (
+                best is None or rank[verdict.behavior] > rank[best.behavior]
+            ):
                 best = verdict
         return best
 
-    def resolve_ask(self, tool: Tool, call: dict[str, Any], decision: Decision, ctx: CallContext) -> Decision | None:
+    def resolve_ask(
+        self, tool: Tool, call: dict[str, Any], decision: Decision, ctx: CallContext
+    ) -> Decision | None:
         from norma_cli.core.contract import Decision
 
         for impl in self._impls("resolve_ask"):
@@ -177,7 +197,9 @@ class PluginHost:
                 answer = impl.function(tool=tool, call=call, decision=decision, context=ctx)
                 verdict = _as_decision(answer, "plugin", source)
             except Exception as exc:
-                return Decision.deny("plugin", f"{source} raised {type(exc).__name__}: {exc} (fail closed)")
+                return Decision.deny(
+                    "plugin", f"{source} raised {type(exc).__name__}: {exc} (fail closed)"
+                )
             if verdict is not None:
                 return verdict
         return None
@@ -242,7 +264,9 @@ def find_entry_points(group: str) -> list[EntryPoint]:
                 continue
             seen.add(key)
             try:
-                with open(os.path.join(folder or ".", entry, "entry_points.txt"), encoding="utf-8") as fh:
+                with open(
+                    os.path.join(folder or ".", entry, "entry_points.txt"), encoding="utf-8"
+                ) as fh:
                     text = fh.read()
             except OSError:
                 continue

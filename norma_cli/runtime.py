@@ -108,7 +108,11 @@ class Runtime:
         rules.extend(plugins.permission_rules())
         if agent is not None:
             rules.extend(agent.rules)
-        for behavior, texts in (("allow", options.allow), ("ask", options.ask), ("deny", options.deny)):
+        for behavior, texts in (
+            ("allow", options.allow),
+            ("ask", options.ask),
+            ("deny", options.deny),
+        ):
             for text in texts:
                 rules.add(Rule.parse(text, behavior, f"--{behavior}"))  # type: ignore[arg-type]
 
@@ -117,19 +121,23 @@ class Runtime:
         for layer in config.layers:
             for event, entries in (layer.effective.get("hooks") or {}).items():
                 for i, entry in enumerate(entries):
-                    hooks.add(CommandHook(
-                        event,
-                        entry["command"],
-                        matcher=entry.get("matcher"),
-                        timeout=float(entry.get("timeout", DEFAULT_TIMEOUT)),
-                        on_error=entry.get("on_error"),
-                        source=layer.source_of(f"hooks.{event}[{i}]"),
-                        cwd=str(cwd),
-                    ))
+                    hooks.add(
+                        CommandHook(
+                            event,
+                            entry["command"],
+                            matcher=entry.get("matcher"),
+                            timeout=float(entry.get("timeout", DEFAULT_TIMEOUT)),
+                            on_error=entry.get("on_error"),
+                            source=layer.source_of(f"hooks.{event}[{i}]"),
+                            cwd=str(cwd),
+                        )
+                    )
 
         home = data_dir()
         output = config.data.get("output") or {}
-        spill_dir = Path(output["spill_dir"]).expanduser() if "spill_dir" in output else home / "outputs"
+        spill_dir = (
+            Path(output["spill_dir"]).expanduser() if "spill_dir" in output else home / "outputs"
+        )
         capper = OutputCapper(int(output.get("max_chars", DEFAULT_MAX_CHARS)), spill_dir)
 
         store, store_error = None, None
@@ -145,7 +153,9 @@ class Runtime:
         if agent is not None and agent.mode and not options.mode:
             mode = agent.effective_mode(config)  # an untrusted project's stricter mode still wins
         roots = tuple((cwd / Path(r).expanduser()).resolve() for r in perms.get("roots", ["."]))
-        engine = PermissionEngine(rules, plugins.permission_opinion if plugins.has("permission_decision") else None)
+        engine = PermissionEngine(
+            rules, plugins.permission_opinion if plugins.has("permission_decision") else None
+        )
         session = Session(
             id=options.session_id or new_session_id(),
             cwd=cwd,
@@ -179,8 +189,16 @@ class Runtime:
 
         rt.assembly = assemble(rt, agent, store_error)  # the agent's tool set (SPEC §8)
         rt.executor = Executor(
-            registry, engine, hooks, capper, rt.context(), store=store, resolve_ask=rt.resolve_ask,
-            guard=rt.guard, gate=rt.assembly.gate, schema_for=rt.assembly.schema_for,
+            registry,
+            engine,
+            hooks,
+            capper,
+            rt.context(),
+            store=store,
+            resolve_ask=rt.resolve_ask,
+            guard=rt.guard,
+            gate=rt.assembly.gate,
+            schema_for=rt.assembly.schema_for,
         )
         rt.assembly.bind(rt.executor)
         return rt
@@ -231,14 +249,20 @@ class Runtime:
             self._session_started = True
         elif not self._session_started:
             return
-        self.store.record_activity(session_id=s.id, event=event, reason=reason, agent=s.agent, cwd=str(s.cwd))
+        self.store.record_activity(
+            session_id=s.id, event=event, reason=reason, agent=s.agent, cwd=str(s.cwd)
+        )
 
     def context(self) -> CallContext:
         s = self.session
-        return CallContext(session_id=s.id, cwd=s.cwd, roots=s.roots, mode=s.mode, agent=s.agent, session=s)
+        return CallContext(
+            session_id=s.id, cwd=s.cwd, roots=s.roots, mode=s.mode, agent=s.agent, session=s
+        )
 
     # ------------------------------------------------------------------ ask resolution
-    def resolve_ask(self, tool: Tool, call: ToolCall, decision: Decision, ctx: CallContext) -> Decision:
+    def resolve_ask(
+        self, tool: Tool, call: ToolCall, decision: Decision, ctx: CallContext
+    ) -> Decision:
         """A plugin's ``resolve_ask``, then a person at the terminal, then the approval queue
         (see ``_queue_permission_asks``); nobody → deny."""
         if self.plugins.has("resolve_ask"):
@@ -255,7 +279,12 @@ class Runtime:
             if ticket is not None:
                 settled = desk.settle(ticket, ctx)
                 if settled.outcome == "pending":
-                    return Decision.ask(decision.stage, decision.reason, rule=decision.rule, pending_id=ticket.approval.id)
+                    return Decision.ask(
+                        decision.stage,
+                        decision.reason,
+                        rule=decision.rule,
+                        pending_id=ticket.approval.id,
+                    )
                 return settled.decision()
         return Decision.deny("ask", f"{decision.reason}; no approver available (not a terminal)")
 
@@ -299,8 +328,12 @@ def _check_rule_examples(layers: list[Layer], registry: ToolRegistry, session: S
 
             source = layer.source_of(f"permissions.rules[{i}].rule")
             rule = Rule.parse(entry["rule"], entry["decision"], source)
-            ctx = CallContext(session_id=session.id, cwd=session.cwd, roots=session.roots, mode="default")
-            failures = check_examples(rule, entry.get("match", []), entry.get("not_match", []), ctx, registry)
+            ctx = CallContext(
+                session_id=session.id, cwd=session.cwd, roots=session.roots, mode="default"
+            )
+            failures = check_examples(
+                rule, entry.get("match", []), entry.get("not_match", []), ctx, registry
+            )
             if failures:
                 raise ConfigError(f"{source}: rule {rule.text!r}: {failures[0]}")
 

@@ -77,8 +77,14 @@ class Session:
         return self.data_dir / "sessions" / check_session_id(self.id)
 
     def _payload(self, event: str, **extra: Any) -> dict[str, Any]:
-        return {"session_id": self.id, "cwd": str(self.cwd), "hook_event_name": event,
-                "permission_mode": self.mode, "agent": self.agent, **extra}
+        return {
+            "session_id": self.id,
+            "cwd": str(self.cwd),
+            "hook_event_name": event,
+            "permission_mode": self.mode,
+            "agent": self.agent,
+            **extra,
+        }
 
     def start(self, source: str = "startup") -> list[HookOutcome]:
         if self.activity is not None:

@@ -31,8 +31,13 @@ RunNorma = Callable[..., subprocess.CompletedProcess[str]]
 def norma(tmp_path: Path) -> RunNorma:
     """Run the real `norma` CLI in a subprocess (cwd defaults to tmp_path)."""
 
-    def run(*args: str, cwd: Path | None = None, stdin: str | None = None,
-            env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
         full_env = {**os.environ, **(env or {})}
         return subprocess.run(
             [sys.executable, "-m", "norma_cli", *args],

@@ -9,19 +9,35 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import RunNorma, results
 
-HEAVY = ("pydantic", "httpx", "mcp", "jsonschema", "jsonschema_rs", "tree_sitter", "tree_sitter_bash", "pluggy", "sqlite3")
+HEAVY = (
+    "pydantic",
+    "httpx",
+    "mcp",
+    "jsonschema",
+    "jsonschema_rs",
+    "tree_sitter",
+    "tree_sitter_bash",
+    "pluggy",
+    "sqlite3",
+)
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["run", "--help"], ["tools", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["--version"], ["run", "--help"], ["tools", "--help"]]
+)
 def test_help_imports_nothing_heavy(args: list[str], tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "norma_cli", *args],
-        capture_output=True, text=True, cwd=tmp_path, check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
     )
-    imported = {m.group(1).split(".")[0] for m in re.finditer(r"\|\s+([\w.]+)\s*$", proc.stderr, re.M)}
+    imported = {
+        m.group(1).split(".")[0] for m in re.finditer(r"\|\s+([\w.]+)\s*$", proc.stderr, re.M)
+    }
     assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
     assert "norma" in proc.stdout
 
@@ -36,7 +52,16 @@ def test_read_readme_prints_tool_result(norma: RunNorma, tmp_path: Path) -> None
     assert "# hello" in res["content"][0]["text"] and "world" in res["content"][0]["text"]
     meta = res["norma"]
     assert meta["decision"] == "allow" and meta["trace_id"] and meta["spill"] is None
-    assert set(meta) >= {"decision", "stage", "rule", "source", "trace_id", "duration_ms", "spill", "pending_id"}
+    assert set(meta) >= {
+        "decision",
+        "stage",
+        "rule",
+        "source",
+        "trace_id",
+        "duration_ms",
+        "spill",
+        "pending_id",
+    }
 
 
 def test_text_and_arg_forms(norma: RunNorma, tmp_path: Path) -> None:
@@ -77,25 +102,46 @@ def test_deny_flag_plan_mode_and_bypass(norma: RunNorma, tmp_path: Path) -> None
     assert norma("--deny", "Read", "run", "Read", "-i", '{"file_path":"a.txt"}').returncode == 3
     proc = norma("--mode", "plan", "run", "Write", "-i", '{"file_path":"b.txt","content":"y"}')
     assert proc.returncode == 3 and not (tmp_path / "b.txt").exists()
-    proc = norma("--mode", "bypassPermissions", "--deny", "Write", "run", "Write", "-i", '{"file_path":"b.txt","content":"y"}')
+    proc = norma(
+        "--mode",
+        "bypassPermissions",
+        "--deny",
+        "Write",
+        "run",
+        "Write",
+        "-i",
+        '{"file_path":"b.txt","content":"y"}',
+    )
     assert proc.returncode == 3 and not (tmp_path / "b.txt").exists()
-    proc = norma("--mode", "bypassPermissions", "run", "Write", "-i", '{"file_path":"b.txt","content":"y"}')
+    proc = norma(
+        "--mode", "bypassPermissions", "run", "Write", "-i", '{"file_path":"b.txt","content":"y"}'
+    )
     assert proc.returncode == 0 and (tmp_path / "b.txt").read_text() == "y"
 
 
 def test_non_interactive_ask_is_denied(norma: RunNorma, tmp_path: Path) -> None:
     proc = norma("run", "Write", "-i", '{"file_path":"b.txt","content":"y"}')
     assert proc.returncode == 3
-    assert "no approver available" in results(proc.stdout)[0]["norma"]["reason"] or "no approver" in proc.stdout
+    assert (
+        "no approver available" in results(proc.stdout)[0]["norma"]["reason"]
+        or "no approver" in proc.stdout
+    )
 
 
 def test_dry_run_decides_without_running(norma: RunNorma, tmp_path: Path) -> None:
-    proc = norma("--allow", "Write", "run", "Write", "-i", '{"file_path":"b.txt","content":"y"}', "--dry-run")
+    proc = norma(
+        "--allow", "Write", "run", "Write", "-i", '{"file_path":"b.txt","content":"y"}', "--dry-run"
+    )
     assert proc.returncode == 0 and not (tmp_path / "b.txt").exists()
     assert results(proc.stdout)[0]["norma"]["rule"] == "Write"
     proc = norma("run", "Write", "-i", '{"file_path":"b.txt","content":"y"}', "--dry-run")
     assert proc.returncode == 4  # would ask
-    assert norma("--deny", "Write", "run", "Write", "-i", '{"file_path":"b","content":""}', "--dry-run").returncode == 3
+    assert (
+        norma(
+            "--deny", "Write", "run", "Write", "-i", '{"file_path":"b","content":""}', "--dry-run"
+        ).returncode
+        == 3
+    )
 
 
 def write_hook_config(tmp_path: Path, body: str, **extra: str) -> Path:
@@ -103,14 +149,18 @@ def write_hook_config(tmp_path: Path, body: str, **extra: str) -> Path:
     hook.write_text("#!/bin/sh\n" + body)
     hook.chmod(0o755)
     cfg = tmp_path / "cfg.toml"
-    lines = ["[[hooks.PreToolUse]]", f'command = "{hook}"'] + [f"{k} = {v}" for k, v in extra.items()]
+    lines = ["[[hooks.PreToolUse]]", f'command = "{hook}"'] + [
+        f"{k} = {v}" for k, v in extra.items()
+    ]
     cfg.write_text("\n".join(lines) + "\n")
     return cfg
 
 
 def test_command_hook_exit_2_blocks_run(norma: RunNorma, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x")
-    cfg = write_hook_config(tmp_path, "cat >/dev/null\necho 'reading is forbidden today' >&2\nexit 2\n")
+    cfg = write_hook_config(
+        tmp_path, "cat >/dev/null\necho 'reading is forbidden today' >&2\nexit 2\n"
+    )
     proc = norma("--config", str(cfg), "run", "Read", "-i", '{"file_path":"a.txt"}')
     assert proc.returncode == 3
     res = results(proc.stdout)[0]
@@ -131,12 +181,15 @@ def test_hook_rewrite_to_denied_path_is_refused(norma: RunNorma, tmp_path: Path)
     (tmp_path / "a.txt").write_text("fine")
     (tmp_path / "secret.txt").write_text("secret")
     cfg = write_hook_config(
-        tmp_path, """cat >/dev/null; echo '{"hookSpecificOutput": {"updatedInput": {"file_path": "secret.txt"}}}'\n"""
+        tmp_path,
+        """cat >/dev/null; echo '{"hookSpecificOutput": {"updatedInput": {"file_path": "secret.txt"}}}'\n""",
     )
     with cfg.open("a") as fh:
         fh.write('[permissions]\ndeny = ["Read(./secret.txt)"]\n')
     proc = norma("--config", str(cfg), "run", "Read", "-i", '{"file_path":"a.txt"}')
-    assert proc.returncode == 3 and "secret" not in results(proc.stdout)[0]["content"][0]["text"].replace("secret.txt", "")
+    assert proc.returncode == 3 and "secret" not in results(proc.stdout)[0]["content"][0][
+        "text"
+    ].replace("secret.txt", "")
 
 
 def test_output_over_cap_points_at_spill(norma: RunNorma, tmp_path: Path) -> None:
@@ -158,11 +211,31 @@ def test_calls_batch_anthropic_and_openai(norma: RunNorma, tmp_path: Path) -> No
     lines = []
     for i in range(1000):
         if i % 2:
-            lines.append({"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": f"f{i % 5}.txt"}})
+            lines.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{i}",
+                    "name": "Read",
+                    "input": {"file_path": f"f{i % 5}.txt"},
+                }
+            )
         else:
-            lines.append({"id": f"call_{i}", "type": "function",
-                          "function": {"name": "Read", "arguments": json.dumps({"file_path": f"f{i % 5}.txt"})}})
-    lines[10] = {"type": "tool_use", "id": "toolu_w", "name": "Write", "input": {"file_path": "w.txt", "content": "w"}}
+            lines.append(
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": "Read",
+                        "arguments": json.dumps({"file_path": f"f{i % 5}.txt"}),
+                    },
+                }
+            )
+    lines[10] = {
+        "type": "tool_use",
+        "id": "toolu_w",
+        "name": "Write",
+        "input": {"file_path": "w.txt", "content": "w"},
+    }
     lines[11] = {"type": "tool_use", "id": "toolu_x", "name": "Nope", "input": {}}
     batch = tmp_path / "calls.jsonl"
     batch.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
@@ -180,11 +253,15 @@ def test_calls_batch_anthropic_and_openai(norma: RunNorma, tmp_path: Path) -> No
 
 def test_calls_malformed_line_runs_nothing(norma: RunNorma, tmp_path: Path) -> None:
     batch = tmp_path / "calls.jsonl"
-    batch.write_text('{"type":"tool_use","id":"a","name":"Write","input":{"file_path":"z","content":""}}\n{oops\n')
+    batch.write_text(
+        '{"type":"tool_use","id":"a","name":"Write","input":{"file_path":"z","content":""}}\n{oops\n'
+    )
     proc = norma("--allow", "Write", "run", "--calls", str(batch))
     assert proc.returncode == 2 and f"{batch}:2" in proc.stderr and proc.stdout == ""
     assert not (tmp_path / "z").exists()
-    batch.write_text('{"type":"tool_use","id":"a","name":"Read","input":{}}\n{"type":"tool_use","id":"a","name":"Read","input":{}}\n')
+    batch.write_text(
+        '{"type":"tool_use","id":"a","name":"Read","input":{}}\n{"type":"tool_use","id":"a","name":"Read","input":{}}\n'
+    )
     proc = norma("run", "--calls", str(batch))
     assert proc.returncode == 2 and "duplicate" in proc.stderr
 
@@ -192,7 +269,22 @@ def test_calls_malformed_line_runs_nothing(norma: RunNorma, tmp_path: Path) -> N
 def test_tools_list_and_show(norma: RunNorma) -> None:
     listed = json.loads(norma("tools", "list", "--json").stdout)
     names = [t["name"] for t in listed]
-    assert names == sorted(["Bash", "Edit", "Glob", "Grep", "LS", "Monitor", "MultiEdit", "Read", "TaskList", "TaskOutput", "TaskStop", "Write"])
+    assert names == sorted(
+        [
+            "Bash",
+            "Edit",
+            "Glob",
+            "Grep",
+            "LS",
+            "Monitor",
+            "MultiEdit",
+            "Read",
+            "TaskList",
+            "TaskOutput",
+            "TaskStop",
+            "Write",
+        ]
+    )
     read = next(t for t in listed if t["name"] == "Read")
     assert read["read_only"] and read["concurrency_safe"]
     shown = json.loads(norma("tools", "show", "Write", "--json").stdout)
@@ -202,7 +294,9 @@ def test_tools_list_and_show(norma: RunNorma) -> None:
     assert proc.returncode == 1 and "unknown tool" in proc.stderr
 
 
-def test_trace_row_written_for_one_shot(norma: RunNorma, tmp_path: Path, isolated_env: Path) -> None:
+def test_trace_row_written_for_one_shot(
+    norma: RunNorma, tmp_path: Path, isolated_env: Path
+) -> None:
     import os
     import sqlite3
 

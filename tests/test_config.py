@@ -41,9 +41,14 @@ def test_unknown_key_and_wrong_type_name_file_line_key(norma: RunNorma, tmp_path
     proc = norma("--config", str(bad), "config", "validate")
     assert proc.returncode == 2 and f"{bad}:2: permissions.mode: expected one of" in proc.stderr
 
-    bad.write_text('[[hooks.PreToolUse]]\ncommand = "x"\n\n[[hooks.PreToolUse]]\ncommand = "y"\ntimeout = "slow"\n')
+    bad.write_text(
+        '[[hooks.PreToolUse]]\ncommand = "x"\n\n[[hooks.PreToolUse]]\ncommand = "y"\ntimeout = "slow"\n'
+    )
     proc = norma("--config", str(bad), "config", "validate")
-    assert proc.returncode == 2 and f"{bad}:6: hooks.PreToolUse[1].timeout: expected a number" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and f"{bad}:6: hooks.PreToolUse[1].timeout: expected a number" in proc.stderr
+    )
 
 
 def test_bad_rule_syntax_is_exit_2(norma: RunNorma, tmp_path: Path) -> None:
@@ -53,8 +58,12 @@ def test_bad_rule_syntax_is_exit_2(norma: RunNorma, tmp_path: Path) -> None:
     assert proc.returncode == 2 and "cannot parse rule" in proc.stderr and f"{bad}:2" in proc.stderr
 
 
-def test_layers_merge_scalars_override_and_rules_accumulate(norma: RunNorma, tmp_path: Path, isolated_env: Path) -> None:
-    user_config(isolated_env).write_text('[permissions]\ndeny = ["Write"]\n[output]\nmax_chars = 5000\n')
+def test_layers_merge_scalars_override_and_rules_accumulate(
+    norma: RunNorma, tmp_path: Path, isolated_env: Path
+) -> None:
+    user_config(isolated_env).write_text(
+        '[permissions]\ndeny = ["Write"]\n[output]\nmax_chars = 5000\n'
+    )
     extra = tmp_path / "extra.toml"
     extra.write_text('[permissions]\ndeny = ["Edit"]\n[output]\nmax_chars = 7000\n')
     proc = norma("--config", str(extra), "--deny", "Bash", "config", "show", "--json")
@@ -69,12 +78,19 @@ def test_layers_merge_scalars_override_and_rules_accumulate(norma: RunNorma, tmp
 
 def test_deny_rule_source_is_file_and_line(norma: RunNorma, tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
-    cfg.write_text('# policy\n[permissions]\nallow = [\n  "LS",\n]\ndeny = [\n  "Glob",\n  "Read",\n]\n')
+    cfg.write_text(
+        '# policy\n[permissions]\nallow = [\n  "LS",\n]\ndeny = [\n  "Glob",\n  "Read",\n]\n'
+    )
     (tmp_path / "a.txt").write_text("hi")
     proc = norma("--config", str(cfg), "run", "Read", "-i", '{"file_path": "a.txt"}')
     assert proc.returncode == 3
     meta = results(proc.stdout)[0]["norma"]
-    assert (meta["decision"], meta["stage"], meta["rule"], meta["source"]) == ("deny", "rule", "Read", f"{cfg}:8")
+    assert (meta["decision"], meta["stage"], meta["rule"], meta["source"]) == (
+        "deny",
+        "rule",
+        "Read",
+        f"{cfg}:8",
+    )
 
 
 def test_rule_examples_checked_at_load(norma: RunNorma, tmp_path: Path) -> None:
@@ -87,7 +103,9 @@ def test_rule_examples_checked_at_load(norma: RunNorma, tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert f"{cfg}:2" in proc.stderr and "should not match but does" in proc.stderr
 
-    cfg.write_text('[[permissions.rules]]\nrule = "Read"\ndecision = "deny"\nmatch = [{file_path = "a"}]\n')
+    cfg.write_text(
+        '[[permissions.rules]]\nrule = "Read"\ndecision = "deny"\nmatch = [{file_path = "a"}]\n'
+    )
     assert norma("--config", str(cfg), "config", "validate").returncode == 0
 
 
@@ -101,12 +119,16 @@ def test_untrusted_project_config_only_tightens(norma: RunNorma, tmp_path: Path)
         f'[[hooks.PreToolUse]]\ncommand = "touch {hook_marker}"\n',
     )
     # found upward from a subdirectory
-    proc = norma("run", "Write", "-i", '{"file_path": "x.txt", "content": "x"}', cwd=project / "sub")
+    proc = norma(
+        "run", "Write", "-i", '{"file_path": "x.txt", "content": "x"}', cwd=project / "sub"
+    )
     assert proc.returncode == 3  # the allow rule did not apply
     assert "untrusted project config" in proc.stderr and "permissions.allow" in proc.stderr
     assert "[hooks]" in proc.stderr
     assert not hook_marker.exists()
-    assert norma("run", "Glob", "-i", '{"pattern": "*"}', cwd=project).returncode == 3  # deny applies
+    assert (
+        norma("run", "Glob", "-i", '{"pattern": "*"}', cwd=project).returncode == 3
+    )  # deny applies
 
     trust = norma("config", "trust", cwd=project / "sub")
     assert trust.returncode == 0 and str(cfg) in trust.stdout
@@ -173,11 +195,22 @@ def test_linux_xdg_locations_match_platformdirs(monkeypatch) -> None:  # type: i
     from norma_cli import config
 
     monkeypatch.delenv("NORMA_HOME", raising=False)
-    for env in ({}, {"XDG_DATA_HOME": "/x/data", "XDG_CONFIG_HOME": "/x/cfg", "XDG_CONFIG_DIRS": "/etc/a:/etc/b"}):
+    for env in (
+        {},
+        {
+            "XDG_DATA_HOME": "/x/data",
+            "XDG_CONFIG_HOME": "/x/cfg",
+            "XDG_CONFIG_DIRS": "/etc/a:/etc/b",
+        },
+    ):
         for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS"):
             monkeypatch.delenv(var, raising=False)
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         assert str(config.data_dir()) == platformdirs.user_data_dir("norma", appauthor=False)
-        assert str(config.user_config_path().parent) == platformdirs.user_config_dir("norma", appauthor=False)
-        assert str(config.system_config_path().parent) == platformdirs.site_config_dir("norma", appauthor=False)
+        assert str(config.user_config_path().parent) == platformdirs.user_config_dir(
+            "norma", appauthor=False
+        )
+        assert str(config.system_config_path().parent) == platformdirs.site_config_dir(
+            "norma", appauthor=False
+        )

@@ -311,6 +311,8 @@ def test_plugin_function_tool_can_be_deferred(tmp_path: Path) -> None:
 
             register(rare_lookup, read_only=True, deferred=True)
 
-    rt = Runtime.build(Options(cwd=tmp_path, plugins=(("p", Plugin()),), with_store=False, interactive=False))
+    rt = Runtime.build(
+        Options(cwd=tmp_path, plugins=(("p", Plugin()),), with_store=False, interactive=False)
+    )
     assert "rare_lookup" not in [t.name for t in rt.registry.exposed()]
     assert "rare_lookup" in rt.registry

@@ -70,9 +70,16 @@ class Big(Tool):
         return ToolOutput.text("x" * tool_input["n"])
 
 
-def make(tmp_path: Path, *tools: Tool, rules: list[Rule] | None = None, mode: str = "default",
-         hooks: HookRunner | None = None, resolve: Any = None, store: bool = True,
-         max_chars: int = 30_000) -> Executor:
+def make(
+    tmp_path: Path,
+    *tools: Tool,
+    rules: list[Rule] | None = None,
+    mode: str = "default",
+    hooks: HookRunner | None = None,
+    resolve: Any = None,
+    store: bool = True,
+    max_chars: int = 30_000,
+) -> Executor:
     registry = ToolRegistry()
     for tool in tools:
         registry.register(tool)
@@ -122,7 +129,9 @@ def test_unknown_tool_is_one_error_result(tmp_path: Path) -> None:
         ({"path": "/x", "count": -1}, "/count", "minimum"),
     ],
 )
-def test_schema_violation_names_pointer_and_skips_call(tmp_path: Path, tool_input: dict, pointer: str, word: str) -> None:
+def test_schema_violation_names_pointer_and_skips_call(
+    tmp_path: Path, tool_input: dict, pointer: str, word: str
+) -> None:
     rec = Recorder()
     ex = make(tmp_path, rec, rules=[allow()])
     result = ex.run(ToolCall("t", "Record", tool_input))
@@ -153,7 +162,12 @@ def test_raw_input_tool_skips_validation(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- step 4
 def test_deny_rule_wins_over_allow_and_bypass(tmp_path: Path) -> None:
     rec = Recorder()
-    ex = make(tmp_path, rec, rules=[allow(), Rule.parse("Record", "deny", "cfg:3")], mode="bypassPermissions")
+    ex = make(
+        tmp_path,
+        rec,
+        rules=[allow(), Rule.parse("Record", "deny", "cfg:3")],
+        mode="bypassPermissions",
+    )
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
     assert result.exit_code() == 3
     assert (result.meta.rule, result.meta.source, result.meta.stage) == ("Record", "cfg:3", "rule")
@@ -182,16 +196,27 @@ def test_ask_without_resolver_is_denied_and_resolver_can_allow(tmp_path: Path) -
         seen.append(decision)
         return Decision.allow("user", "ok")
 
-    ex = make(tmp_path, Recorder(), rules=[Rule.parse("Record", "ask", "cfg:9"), allow()], resolve=yes)
+    ex = make(
+        tmp_path, Recorder(), rules=[Rule.parse("Record", "ask", "cfg:9"), allow()], resolve=yes
+    )
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
     assert result.exit_code() == 0
     assert seen[0].rule is not None and seen[0].rule.text == "Record"  # ask beats allow
     assert result.meta.rule == "Record"
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("dontAsk", 3), ("auto", 3), ("default", 3), ("acceptEdits", 3)])
-def test_modes_without_rules_never_run_mutating_tools(tmp_path: Path, mode: str, expected: int) -> None:
-    assert make(tmp_path, Recorder(), mode=mode).run(ToolCall("t", "Record", {"path": "/a"})).exit_code() == expected
+@pytest.mark.parametrize(
+    ("mode", "expected"), [("dontAsk", 3), ("auto", 3), ("default", 3), ("acceptEdits", 3)]
+)
+def test_modes_without_rules_never_run_mutating_tools(
+    tmp_path: Path, mode: str, expected: int
+) -> None:
+    assert (
+        make(tmp_path, Recorder(), mode=mode)
+        .run(ToolCall("t", "Record", {"path": "/a"}))
+        .exit_code()
+        == expected
+    )
 
 
 def test_accept_edits_allows_file_edits_inside_roots_only(tmp_path: Path) -> None:
@@ -211,10 +236,17 @@ def test_auto_mode_honours_tool_own_allow(tmp_path: Path) -> None:
     class SelfAllow(Recorder):
         name = "SelfAllow"
 
-        def check_permissions(self, tool_input: dict[str, Any], ctx: CallContext) -> Decision | None:
+        def check_permissions(
+            self, tool_input: dict[str, Any], ctx: CallContext
+        ) -> Decision | None:
             return Decision.allow("tool", "safe input")
 
-    assert make(tmp_path, SelfAllow(), mode="auto").run(ToolCall("t", "SelfAllow", {"path": "/a"})).exit_code() == 0
+    assert (
+        make(tmp_path, SelfAllow(), mode="auto")
+        .run(ToolCall("t", "SelfAllow", {"path": "/a"}))
+        .exit_code()
+        == 0
+    )
 
 
 def test_read_only_tool_allowed_by_default(tmp_path: Path) -> None:
@@ -233,7 +265,12 @@ def hook_runner(*hooks: Any) -> HookRunner:
 def test_command_hook_exit_2_blocks_with_stderr(tmp_path: Path) -> None:
     cmd = script(tmp_path, "h.sh", "cat > /dev/null; echo 'no way' >&2; exit 2\n")
     rec = Recorder()
-    ex = make(tmp_path, rec, rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd, source="cfg:7")))
+    ex = make(
+        tmp_path,
+        rec,
+        rules=[allow()],
+        hooks=hook_runner(CommandHook("PreToolUse", cmd, source="cfg:7")),
+    )
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
     assert result.exit_code() == 3 and "no way" in result.text()
     assert result.meta.stage == "hook" and result.meta.source == "cfg:7"
@@ -243,7 +280,9 @@ def test_command_hook_exit_2_blocks_with_stderr(tmp_path: Path) -> None:
 def test_command_hook_receives_protocol_json(tmp_path: Path) -> None:
     out = tmp_path / "event.json"
     cmd = script(tmp_path, "h.sh", f"cat > {out}\n")
-    ex = make(tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd)))
+    ex = make(
+        tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd))
+    )
     ex.run(ToolCall("toolu_9", "Record", {"path": "/a"}))
     import json
 
@@ -256,8 +295,13 @@ def test_command_hook_receives_protocol_json(tmp_path: Path) -> None:
 
 def test_hook_matcher_limits_tools(tmp_path: Path) -> None:
     cmd = script(tmp_path, "h.sh", "exit 2\n")
-    ex = make(tmp_path, Recorder(), Big(), rules=[allow()],
-              hooks=hook_runner(CommandHook("PreToolUse", cmd, matcher="Bash|Record")))
+    ex = make(
+        tmp_path,
+        Recorder(),
+        Big(),
+        rules=[allow()],
+        hooks=hook_runner(CommandHook("PreToolUse", cmd, matcher="Bash|Record")),
+    )
     assert ex.run(ToolCall("t", "Record", {"path": "/a"})).exit_code() == 3
     assert ex.run(ToolCall("t", "Big", {"n": 1})).exit_code() == 0
 
@@ -265,8 +309,12 @@ def test_hook_matcher_limits_tools(tmp_path: Path) -> None:
 def test_hook_timeout_blocks_by_default_and_kills_it(tmp_path: Path) -> None:
     marker = tmp_path / "survived"
     cmd = script(tmp_path, "h.sh", f"sleep 5; touch {marker}\n")
-    ex = make(tmp_path, Recorder(), rules=[allow()],
-              hooks=hook_runner(CommandHook("PreToolUse", cmd, timeout=0.3)))
+    ex = make(
+        tmp_path,
+        Recorder(),
+        rules=[allow()],
+        hooks=hook_runner(CommandHook("PreToolUse", cmd, timeout=0.3)),
+    )
     start = time.monotonic()
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
     assert time.monotonic() - start < 3
@@ -278,8 +326,12 @@ def test_hook_timeout_blocks_by_default_and_kills_it(tmp_path: Path) -> None:
 def test_hook_timeout_ignored_with_on_error_ignore(tmp_path: Path) -> None:
     cmd = script(tmp_path, "h.sh", "sleep 5\n")
     rec = Recorder()
-    ex = make(tmp_path, rec, rules=[allow()],
-              hooks=hook_runner(CommandHook("PreToolUse", cmd, timeout=0.3, on_error="ignore")))
+    ex = make(
+        tmp_path,
+        rec,
+        rules=[allow()],
+        hooks=hook_runner(CommandHook("PreToolUse", cmd, timeout=0.3, on_error="ignore")),
+    )
     assert ex.run(ToolCall("t", "Record", {"path": "/a"})).exit_code() == 0
     assert len(rec.calls) == 1
 
@@ -288,32 +340,52 @@ def test_crashing_hook_blocks_and_garbage_answer_blocks(tmp_path: Path) -> None:
     crash = script(tmp_path, "c.sh", "exit 7\n")
     garbage = script(tmp_path, "g.sh", "echo '{not json'\n")
     for cmd in (crash, garbage):
-        ex = make(tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd)))
+        ex = make(
+            tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd))
+        )
         assert ex.run(ToolCall("t", "Record", {"path": "/a"})).exit_code() == 3
 
 
 def test_permission_decision_deny_json(tmp_path: Path) -> None:
-    cmd = script(tmp_path, "h.sh", """cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "policy says no"}}'\n""")
-    ex = make(tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd)))
+    cmd = script(
+        tmp_path,
+        "h.sh",
+        """cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "policy says no"}}'\n""",
+    )
+    ex = make(
+        tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd))
+    )
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
     assert result.exit_code() == 3 and "policy says no" in result.text()
 
 
 def test_decision_block_json(tmp_path: Path) -> None:
     cmd = script(tmp_path, "h.sh", """echo '{"decision": "block", "reason": "blocked json"}'\n""")
-    ex = make(tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd)))
+    ex = make(
+        tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd))
+    )
     assert "blocked json" in ex.run(ToolCall("t", "Record", {"path": "/a"})).text()
 
 
 def test_hook_ask_escalates_allow(tmp_path: Path) -> None:
-    cmd = script(tmp_path, "h.sh", """echo '{"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "check"}}'\n""")
-    ex = make(tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd)))
+    cmd = script(
+        tmp_path,
+        "h.sh",
+        """echo '{"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "check"}}'\n""",
+    )
+    ex = make(
+        tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd))
+    )
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
     assert result.exit_code() == 3 and "nobody to ask" in result.text()
 
 
 def test_updated_input_is_applied(tmp_path: Path) -> None:
-    cmd = script(tmp_path, "h.sh", """echo '{"hookSpecificOutput": {"updatedInput": {"path": "/rewritten", "count": 2}}}'\n""")
+    cmd = script(
+        tmp_path,
+        "h.sh",
+        """echo '{"hookSpecificOutput": {"updatedInput": {"path": "/rewritten", "count": 2}}}'\n""",
+    )
     rec = Recorder()
     ex = make(tmp_path, rec, rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd)))
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
@@ -322,7 +394,11 @@ def test_updated_input_is_applied(tmp_path: Path) -> None:
 
 
 def test_updated_input_violating_schema_is_refused(tmp_path: Path) -> None:
-    cmd = script(tmp_path, "h.sh", """echo '{"hookSpecificOutput": {"updatedInput": {"path": "/A!", "evil": true}}}'\n""")
+    cmd = script(
+        tmp_path,
+        "h.sh",
+        """echo '{"hookSpecificOutput": {"updatedInput": {"path": "/A!", "evil": true}}}'\n""",
+    )
     rec = Recorder()
     ex = make(tmp_path, rec, rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd)))
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
@@ -331,7 +407,11 @@ def test_updated_input_violating_schema_is_refused(tmp_path: Path) -> None:
 
 
 def test_updated_input_violating_deny_is_refused(tmp_path: Path) -> None:
-    cmd = script(tmp_path, "h.sh", """echo '{"hookSpecificOutput": {"updatedInput": {"path": "/etc/passwd"}}}'\n""")
+    cmd = script(
+        tmp_path,
+        "h.sh",
+        """echo '{"hookSpecificOutput": {"updatedInput": {"path": "/etc/passwd"}}}'\n""",
+    )
     rec = Recorder()
     ex = make(tmp_path, rec, rules=[allow()], hooks=hook_runner(CommandHook("PreToolUse", cmd)))
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
@@ -345,10 +425,14 @@ def test_updated_input_cannot_widen_to_ask(tmp_path: Path) -> None:
     class Picky(Recorder):
         name = "Picky"
 
-        def check_permissions(self, tool_input: dict[str, Any], ctx: CallContext) -> Decision | None:
+        def check_permissions(
+            self, tool_input: dict[str, Any], ctx: CallContext
+        ) -> Decision | None:
             return Decision.allow("tool", "fine") if tool_input["path"] == "/a" else None
 
-    cmd = script(tmp_path, "h.sh", """echo '{"hookSpecificOutput": {"updatedInput": {"path": "/b"}}}'\n""")
+    cmd = script(
+        tmp_path, "h.sh", """echo '{"hookSpecificOutput": {"updatedInput": {"path": "/b"}}}'\n"""
+    )
     rec = Picky()
     ex = make(tmp_path, rec, hooks=hook_runner(CommandHook("PreToolUse", cmd)))
     assert ex.run(ToolCall("t", "Picky", {"path": "/a"})).exit_code() == 3
@@ -362,9 +446,13 @@ def test_first_block_stops_and_last_rewrite_wins(tmp_path: Path) -> None:
         def fn(event: dict[str, Any]) -> Any:
             seen.append(event["tool_input"]["path"])
             return {"hookSpecificOutput": {"updatedInput": {"path": to}}}
+
         return fn
 
-    runner = hook_runner(CallableHook("PreToolUse", rewrite("/one"), "h1"), CallableHook("PreToolUse", rewrite("/two"), "h2"))
+    runner = hook_runner(
+        CallableHook("PreToolUse", rewrite("/one"), "h1"),
+        CallableHook("PreToolUse", rewrite("/two"), "h2"),
+    )
     rec = Recorder()
     make(tmp_path, rec, rules=[allow()], hooks=runner).run(ToolCall("t", "Record", {"path": "/a"}))
     assert rec.calls[0]["path"] == "/two" and seen == ["/a", "/one"]
@@ -375,21 +463,41 @@ def test_first_block_stops_and_last_rewrite_wins(tmp_path: Path) -> None:
     def never(event: dict[str, Any]) -> Any:
         raise AssertionError("must not run after a block")
 
-    runner = hook_runner(CallableHook("PreToolUse", blocker, "b"), CallableHook("PreToolUse", never, "n"))
-    assert "first" in make(tmp_path, Recorder(), rules=[allow()], hooks=runner).run(ToolCall("t", "Record", {"path": "/a"})).text()
+    runner = hook_runner(
+        CallableHook("PreToolUse", blocker, "b"), CallableHook("PreToolUse", never, "n")
+    )
+    assert (
+        "first"
+        in make(tmp_path, Recorder(), rules=[allow()], hooks=runner)
+        .run(ToolCall("t", "Record", {"path": "/a"}))
+        .text()
+    )
 
 
 def test_in_process_hook_exception_is_isolated_and_recorded(tmp_path: Path) -> None:
     def bad(event: dict[str, Any]) -> Any:
         raise ValueError("plugin bug")
 
-    ex = make(tmp_path, Recorder(), rules=[allow()], hooks=hook_runner(CallableHook("PreToolUse", bad, "plugin:bad")))
+    ex = make(
+        tmp_path,
+        Recorder(),
+        rules=[allow()],
+        hooks=hook_runner(CallableHook("PreToolUse", bad, "plugin:bad")),
+    )
     result = ex.run(ToolCall("t", "Record", {"path": "/a"}))
     assert result.exit_code() == 3 and "plugin bug" in result.text()
-    ex2 = make(tmp_path, Recorder(), rules=[allow()],
-               hooks=hook_runner(CallableHook("PreToolUse", bad, "plugin:bad", on_error="ignore")))
+    ex2 = make(
+        tmp_path,
+        Recorder(),
+        rules=[allow()],
+        hooks=hook_runner(CallableHook("PreToolUse", bad, "plugin:bad", on_error="ignore")),
+    )
     assert ex2.run(ToolCall("t2", "Record", {"path": "/a"})).exit_code() == 0
-    rows = sqlite3.connect(tmp_path / "norma.db").execute("SELECT events FROM traces WHERE tool_use_id='t2'").fetchall()
+    rows = (
+        sqlite3.connect(tmp_path / "norma.db")
+        .execute("SELECT events FROM traces WHERE tool_use_id='t2'")
+        .fetchall()
+    )
     assert "plugin bug" in rows[0][0]
 
 
@@ -415,7 +523,9 @@ def test_post_hooks_add_context_and_failure_hook_fires(tmp_path: Path) -> None:
         events.append(event["hook_event_name"])
         return {"hookSpecificOutput": {"additionalContext": f"saw {event['tool_name']}"}}
 
-    runner = hook_runner(CallableHook("PostToolUse", post, "p"), CallableHook("PostToolUseFailure", post, "f"))
+    runner = hook_runner(
+        CallableHook("PostToolUse", post, "p"), CallableHook("PostToolUseFailure", post, "f")
+    )
     ex = make(tmp_path, Big(), Boom(), hooks=runner)
     ok = ex.run(ToolCall("t", "Big", {"n": 1}))
     assert ok.extra_messages[0]["content"] == "saw Big"
@@ -452,7 +562,9 @@ def test_output_over_cap_spills_with_matching_digest(tmp_path: Path) -> None:
     assert hashlib.sha256(data).hexdigest() == spill.sha256 and len(data) == 250_000
     assert result.text().startswith("x" * 1000) and spill.path in result.text()
     assert len(result.text()) < 1400
-    row = sqlite3.connect(tmp_path / "norma.db").execute("SELECT spill_sha256 FROM traces").fetchone()
+    row = (
+        sqlite3.connect(tmp_path / "norma.db").execute("SELECT spill_sha256 FROM traces").fetchone()
+    )
     assert row[0] == spill.sha256
 
 
@@ -518,7 +630,9 @@ def test_batch_of_1000_mixed_calls_in_order_with_overlap(tmp_path: Path) -> None
             assert result.text() == str(call.input["i"])
     assert sleepy.peak > 1  # concurrency-safe calls overlapped
     assert sleepy.exclusive_violations == 0  # the exclusive tool ran alone
-    count = sqlite3.connect(tmp_path / "norma.db").execute("SELECT count(*) FROM traces").fetchone()[0]
+    count = (
+        sqlite3.connect(tmp_path / "norma.db").execute("SELECT count(*) FROM traces").fetchone()[0]
+    )
     assert count == 1000
 
 
@@ -526,9 +640,13 @@ def test_every_call_leaves_one_trace_row(tmp_path: Path) -> None:
     ex = make(tmp_path, Recorder(), rules=[Rule.parse("Record", "deny", "cfg:1")])
     ex.run(ToolCall("a", "Record", {"path": "/a"}))
     ex.run(ToolCall("b", "Nope", {}))
-    rows = sqlite3.connect(tmp_path / "norma.db").execute(
-        "SELECT tool_use_id, session_id, tool, decision, stage, rule, rule_source, status, input_digest FROM traces ORDER BY created_at"
-    ).fetchall()
+    rows = (
+        sqlite3.connect(tmp_path / "norma.db")
+        .execute(
+            "SELECT tool_use_id, session_id, tool, decision, stage, rule, rule_source, status, input_digest FROM traces ORDER BY created_at"
+        )
+        .fetchall()
+    )
     assert rows[0][:8] == ("a", "sess", "Record", "deny", "rule", "Record", "cfg:1", "denied")
     assert len(rows[0][8]) == 64
     assert rows[1][:5] == ("b", "sess", "Nope", None, "lookup")
@@ -542,7 +660,9 @@ def test_never_asking_modes_deny_ask_rules(tmp_path: Path, mode: str) -> None:
         asked.append(decision)
         return Decision.allow("user", "yes")
 
-    ex = make(tmp_path, Big(), rules=[Rule.parse("Big", "ask", "cfg:2")], mode=mode, resolve=resolver)
+    ex = make(
+        tmp_path, Big(), rules=[Rule.parse("Big", "ask", "cfg:2")], mode=mode, resolve=resolver
+    )
     result = ex.run(ToolCall("t", "Big", {"n": 1}))
     assert result.exit_code() == 3 and result.meta.stage == "mode" and result.meta.rule == "Big"
     assert asked == []
@@ -552,7 +672,10 @@ def test_remote_ref_in_a_schema_is_never_fetched(tmp_path: Path) -> None:
     class Remote(Tool):
         name = "Remote"
         read_only = True
-        input_schema = {"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:9/never.json"}}}
+        input_schema = {
+            "type": "object",
+            "properties": {"x": {"$ref": "http://127.0.0.1:9/never.json"}},
+        }
 
         def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
             return ToolOutput.text("ran")

@@ -22,12 +22,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def runtime(tmp_path: Path, *plugins: tuple[str, Any], **kw: Any) -> Runtime:
-    return Runtime.build(Options(cwd=tmp_path, plugins=plugins, with_store=False, interactive=False, **kw))
+    return Runtime.build(
+        Options(cwd=tmp_path, plugins=plugins, with_store=False, interactive=False, **kw)
+    )
 
 
 def hookspec_names() -> list[str]:
     return sorted(
-        name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+        name
+        for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
         if getattr(fn, "norma_spec", None) is not None
     )
 
@@ -68,20 +71,24 @@ def test_hook_register_tools_replacing_builtin_is_recorded(tmp_path: Path) -> No
     class Replace:
         @hookimpl
         def register_tools(self, register: Any) -> None:
-            def Read(file_path: str) -> str:  # noqa: N802 - replaces the built-in on purpose
+            def Read(file_path: str) -> str:
                 """Not the real Read."""
                 return "fake"
 
             register(Read, read_only=True)
 
     rt = runtime(tmp_path, ("replacer", Replace()))
-    assert [(r.name, r.old_plugin, r.new_plugin) for r in rt.registry.replacements] == [("Read", "builtin", "replacer")]
+    assert [(r.name, r.old_plugin, r.new_plugin) for r in rt.registry.replacements] == [
+        ("Read", "builtin", "replacer")
+    ]
 
 
 def test_hook_register_skills(tmp_path: Path) -> None:
     folder = tmp_path / "from-folder"
     folder.mkdir()
-    (folder / "SKILL.md").write_text("---\nname: folded\ndescription: from a folder\n---\nFolder steps.\n")
+    (folder / "SKILL.md").write_text(
+        "---\nname: folded\ndescription: from a folder\n---\nFolder steps.\n"
+    )
 
     class Skills:
         @hookimpl
@@ -90,7 +97,10 @@ def test_hook_register_skills(tmp_path: Path) -> None:
             register(folder)
 
     rt = runtime(tmp_path, ("skilled", Skills()))
-    assert {n: s.origin for n, s in rt.assembly.skills.items()} == {"inline": "plugin:skilled", "folded": "plugin:skilled"}
+    assert {n: s.origin for n, s in rt.assembly.skills.items()} == {
+        "inline": "plugin:skilled",
+        "folded": "plugin:skilled",
+    }
     for name, text in (("inline", "Inline steps."), ("folded", "Folder steps.")):
         result = rt.executor.run(ToolCall("t", "Skill", {"name": name}))
         assert result.exit_code() == 0 and text in result.text()
@@ -164,11 +174,24 @@ def test_hook_register_judges(tmp_path: Path) -> None:
             register("strict", strict)
 
     cfg = tmp_path / "judge.toml"
-    cfg.write_text('[intercept]\ntools = ["Write"]\n[intercept.judge]\nenabled = true\nprovider = "plugin:strict"\n')
+    cfg.write_text(
+        '[intercept]\ntools = ["Write"]\n[intercept.judge]\nenabled = true\nprovider = "plugin:strict"\n'
+    )
     rt = runtime(tmp_path, ("judges", Judges()), allow=("Write",), config=cfg)
-    assert rt.executor.run(ToolCall("t1", "Write", {"file_path": "a.txt", "content": "fine"})).exit_code() == 0
-    refused = rt.executor.run(ToolCall("t2", "Write", {"file_path": "b.txt", "content": "a secret"}))
-    assert refused.exit_code() == 3 and refused.meta.stage == "judge" and "checked for secrets" in refused.meta.reason
+    assert (
+        rt.executor.run(
+            ToolCall("t1", "Write", {"file_path": "a.txt", "content": "fine"})
+        ).exit_code()
+        == 0
+    )
+    refused = rt.executor.run(
+        ToolCall("t2", "Write", {"file_path": "b.txt", "content": "a secret"})
+    )
+    assert (
+        refused.exit_code() == 3
+        and refused.meta.stage == "judge"
+        and "checked for secrets" in refused.meta.reason
+    )
     assert not (tmp_path / "b.txt").exists()
     name, tool_input, context = seen[0]
     assert name == "Write" and tool_input["content"] == "fine"
@@ -219,7 +242,10 @@ def test_hook_resolve_ask(tmp_path: Path) -> None:
     assert result.exit_code() == 0 and (tmp_path / "ok.txt").read_text() == "c"
     assert seen[0].rule is not None and seen[0].rule.source == "--ask"
     rt = runtime(tmp_path, ("approver", Approver("deny")))
-    assert rt.executor.run(ToolCall("t", "Write", {"file_path": "no.txt", "content": "c"})).exit_code() == 3
+    assert (
+        rt.executor.run(ToolCall("t", "Write", {"file_path": "no.txt", "content": "c"})).exit_code()
+        == 3
+    )
 
 
 def test_hook_ask_user(tmp_path: Path) -> None:
@@ -234,7 +260,9 @@ def test_hook_ask_user(tmp_path: Path) -> None:
     cfg = tmp_path / "tools.toml"
     cfg.write_text('[tools]\nbuiltin = ["AskUser"]\n')
     rt = runtime(tmp_path, ("answerer", Answerer()), config=cfg)
-    result = rt.executor.run(ToolCall("t", "AskUser", {"question": "Which db?", "options": ["sqlite", "postgres"]}))
+    result = rt.executor.run(
+        ToolCall("t", "AskUser", {"question": "Which db?", "options": ["sqlite", "postgres"]})
+    )
     assert result.exit_code() == 0 and result.text() == "The user answered: postgres"
     assert seen == [("Which db?", ["sqlite", "postgres"])]
 
@@ -256,9 +284,15 @@ def test_hook_register_providers(tmp_path: Path) -> None:
         def complete(self, request: Any, on_delta: Any = None) -> Any:
             seen.append((self.settings.model, request))
             if len(seen) == 1:
-                return ModelReply(Message("assistant", [ToolUse("c1", "Read", {"file_path": "a.txt"})]), "tool_use", Usage(5, 1))
+                return ModelReply(
+                    Message("assistant", [ToolUse("c1", "Read", {"file_path": "a.txt"})]),
+                    "tool_use",
+                    Usage(5, 1),
+                )
             [result] = request.messages[-1].tool_results()
-            return ModelReply(Message("assistant", [Text(f"it says: {result.text()}")]), "end_turn", Usage(7, 2))
+            return ModelReply(
+                Message("assistant", [Text(f"it says: {result.text()}")]), "end_turn", Usage(7, 2)
+            )
 
     class Providers:
         @hookimpl
@@ -271,10 +305,16 @@ def test_hook_register_providers(tmp_path: Path) -> None:
     rt = runtime(tmp_path, ("prov", Providers()), config=cfg)
     out = io.StringIO()
     try:
-        outcome = run_prompt(rt, PromptOptions("what is in a.txt?"), emitter=Emitter("text", out, io.StringIO()))
+        outcome = run_prompt(
+            rt, PromptOptions("what is in a.txt?"), emitter=Emitter("text", out, io.StringIO())
+        )
     finally:
         rt.close()
-    assert outcome.exit_code == 0 and "hello from a" in outcome.text and out.getvalue() == outcome.text + "\n"
+    assert (
+        outcome.exit_code == 0
+        and "hello from a" in outcome.text
+        and out.getvalue() == outcome.text + "\n"
+    )
     assert outcome.provider == "mine" and outcome.usage["total_tokens"] == 15
     model, first = seen[0]
     assert model == "m1" and first.messages[0].text() == "what is in a.txt?"
@@ -314,7 +354,9 @@ def test_hook_pre_tool_use(tmp_path: Path) -> None:
 
 def test_hook_post_tool_use(tmp_path: Path) -> None:
     seen: list[dict] = []
-    plugin = event_plugin("post_tool_use", {"hookSpecificOutput": {"additionalContext": "remember this"}}, seen)
+    plugin = event_plugin(
+        "post_tool_use", {"hookSpecificOutput": {"additionalContext": "remember this"}}, seen
+    )
     rt = runtime(tmp_path, ("post", plugin))
     (tmp_path / "a.txt").write_text("A")
     result = rt.executor.run(ToolCall("t", "Read", {"file_path": "a.txt"}))
@@ -348,7 +390,9 @@ def test_hook_session_end(tmp_path: Path) -> None:
 def test_session_end_fires_for_one_shot_run(norma: RunNorma, tmp_path: Path) -> None:
     marker = tmp_path / "ended.json"
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[[hooks.SessionEnd]]\ncommand = "cat > {marker}"\n[[hooks.SessionStart]]\ncommand = "cat > {marker}.start"\n')
+    cfg.write_text(
+        f'[[hooks.SessionEnd]]\ncommand = "cat > {marker}"\n[[hooks.SessionStart]]\ncommand = "cat > {marker}.start"\n'
+    )
     (tmp_path / "a.txt").write_text("x")
     norma("--config", str(cfg), "run", "Read", "-i", '{"file_path":"a.txt"}')
     assert json.loads(marker.read_text())["hook_event_name"] == "SessionEnd"
@@ -369,13 +413,25 @@ def test_session_events_reach_plugins(tmp_path: Path, hook: str) -> None:
 
 def test_hook_user_prompt_submit(tmp_path: Path) -> None:
     seen: list[dict] = []
-    rt = runtime(tmp_path, ("u", event_plugin("user_prompt_submit", {"hookSpecificOutput": {"additionalContext": "ctx"}}, seen)))
-    [outcome] = rt.hooks.run("UserPromptSubmit", {"hook_event_name": "UserPromptSubmit", "prompt": "hi"})
+    rt = runtime(
+        tmp_path,
+        (
+            "u",
+            event_plugin(
+                "user_prompt_submit", {"hookSpecificOutput": {"additionalContext": "ctx"}}, seen
+            ),
+        ),
+    )
+    [outcome] = rt.hooks.run(
+        "UserPromptSubmit", {"hook_event_name": "UserPromptSubmit", "prompt": "hi"}
+    )
     assert outcome.additional_context == "ctx" and seen[0]["prompt"] == "hi"
 
 
 def test_hook_stop(tmp_path: Path) -> None:
-    rt = runtime(tmp_path, ("st", event_plugin("stop", {"continue": False, "stopReason": "enough"}, [])))
+    rt = runtime(
+        tmp_path, ("st", event_plugin("stop", {"continue": False, "stopReason": "enough"}, []))
+    )
     [outcome] = rt.hooks.run("Stop", {"hook_event_name": "Stop"})
     assert outcome.stop and outcome.reason == "enough"
 
@@ -393,14 +449,28 @@ def example_plugin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """pip-install plugins/norma-example into a fresh target dir; env to find it."""
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(ROOT / "plugins" / "norma-example")],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(ROOT / "plugins" / "norma-example"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return {"PYTHONPATH": str(target), "NORMA_LOAD_PLUGINS": "example"}
 
 
-def test_example_plugin_found_through_entry_point(norma: RunNorma, example_plugin: dict[str, str]) -> None:
+def test_example_plugin_found_through_entry_point(
+    norma: RunNorma, example_plugin: dict[str, str]
+) -> None:
     listed = json.loads(norma("plugins", "list", "--json", env=example_plugin).stdout)
     [plugin] = listed["plugins"]
     assert plugin["name"] == "example" and plugin["version"] == "0.1.0"
@@ -412,7 +482,15 @@ def test_example_plugin_found_through_entry_point(norma: RunNorma, example_plugi
     assert proc.returncode == 0 and results(proc.stdout)[0]["content"][0]["text"] == "hello-world"
     proc = norma("run", "slugify", "-i", '{"text": "NORMA_EXAMPLE_BLOCK"}', env=example_plugin)
     assert proc.returncode == 3 and results(proc.stdout)[0]["norma"]["source"] == "plugin:example"
-    proc = norma("--mode", "bypassPermissions", "run", "Bash", "-i", '{"command": "shutdown -h now"}', env=example_plugin)
+    proc = norma(
+        "--mode",
+        "bypassPermissions",
+        "run",
+        "Bash",
+        "-i",
+        '{"command": "shutdown -h now"}',
+        env=example_plugin,
+    )
     assert proc.returncode == 3 and results(proc.stdout)[0]["norma"]["source"] == "plugin:example"
 
 
@@ -426,18 +504,25 @@ def test_load_plugins_env_limits_loading(norma: RunNorma, example_plugin: dict[s
 def test_plugin_that_fails_to_load_is_a_clear_error(norma: RunNorma, tmp_path: Path) -> None:
     pkg = tmp_path / "site"
     (pkg / "broken_plugin").mkdir(parents=True)
-    (pkg / "broken_plugin" / "__init__.py").write_text("raise ImportError('missing dependency xyz')\n")
+    (pkg / "broken_plugin" / "__init__.py").write_text(
+        "raise ImportError('missing dependency xyz')\n"
+    )
     dist = pkg / "broken_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[norma]\nbroken = broken_plugin\n")
     proc = norma("tools", "list", env={"PYTHONPATH": str(pkg), "NORMA_LOAD_PLUGINS": "broken"})
-    assert proc.returncode == 2 and "plugin 'broken'" in proc.stderr and "missing dependency xyz" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "plugin 'broken'" in proc.stderr
+        and "missing dependency xyz" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
 
 
 def test_hookspecs_have_combination_notes() -> None:
     for name in hookspec_names():
         doc = inspect.getdoc(getattr(hookspecs, name)) or ""
-        assert re.search(r"(combine|stops at the first|called|run in registration order|ignored)", doc, re.I), name
-
+        assert re.search(
+            r"(combine|stops at the first|called|run in registration order|ignored)", doc, re.I
+        ), name

@@ -18,7 +18,9 @@ deny = ["Bash(rm:*)", "Edit(//etc/**)"]
 
 
 def check(norma: RunNorma, cfg: Path, tool: str, tool_input: dict) -> dict:
-    proc = norma("--config", str(cfg), "policy", "check", tool, "-i", json.dumps(tool_input), "--json")
+    proc = norma(
+        "--config", str(cfg), "policy", "check", tool, "-i", json.dumps(tool_input), "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -27,7 +29,12 @@ def test_allow_ask_deny_name_rule_and_line(norma: RunNorma, tmp_path: Path) -> N
     cfg = tmp_path / "policy.toml"
     cfg.write_text(POLICY)
     allow = check(norma, cfg, "Bash", {"command": "git log --oneline"})
-    assert (allow["decision"], allow["stage"], allow["rule"], allow["source"]) == ("allow", "rule", "Bash(git log:*)", f"{cfg}:3")
+    assert (allow["decision"], allow["stage"], allow["rule"], allow["source"]) == (
+        "allow",
+        "rule",
+        "Bash(git log:*)",
+        f"{cfg}:3",
+    )
     ask = check(norma, cfg, "Bash", {"command": "git push origin main"})
     assert (ask["decision"], ask["rule"], ask["source"]) == ("ask", "Bash(git push:*)", f"{cfg}:6")
     deny = check(norma, cfg, "Bash", {"command": "git log && rm -rf build"})
@@ -67,6 +74,19 @@ def test_text_output_and_errors(norma: RunNorma, tmp_path: Path) -> None:
 
 def test_file_rules_and_cli_flag_source(norma: RunNorma, tmp_path: Path) -> None:
     (tmp_path / "secrets").mkdir()
-    proc = norma("--deny", "Read(./secrets/**)", "policy", "check", "Read", "-i", '{"file_path": "./src/../secrets/k"}', "--json")
+    proc = norma(
+        "--deny",
+        "Read(./secrets/**)",
+        "policy",
+        "check",
+        "Read",
+        "-i",
+        '{"file_path": "./src/../secrets/k"}',
+        "--json",
+    )
     report = json.loads(proc.stdout)
-    assert (report["decision"], report["rule"], report["source"]) == ("deny", "Read(./secrets/**)", "--deny")
+    assert (report["decision"], report["rule"], report["source"]) == (
+        "deny",
+        "Read(./secrets/**)",
+        "--deny",
+    )

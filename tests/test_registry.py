@@ -28,7 +28,9 @@ def test_unset_metadata_fails_closed() -> None:
 
 
 def test_function_becomes_tool_with_schema_from_signature() -> None:
-    def search(query: str, limit: int = 10, kind: Literal["a", "b"] = "a", tags: list[str] | None = None) -> str:
+    def search(
+        query: str, limit: int = 10, kind: Literal["a", "b"] = "a", tags: list[str] | None = None
+    ) -> str:
         """Search things.
 
         Args:
@@ -42,9 +44,17 @@ def test_function_becomes_tool_with_schema_from_signature() -> None:
     schema = tool.input_schema
     assert schema["required"] == ["query"]
     assert schema["properties"]["query"] == {"type": "string", "description": "what to look for"}
-    assert schema["properties"]["limit"] == {"type": "integer", "description": "how many results", "default": 10}
+    assert schema["properties"]["limit"] == {
+        "type": "integer",
+        "description": "how many results",
+        "default": 10,
+    }
     assert schema["properties"]["kind"] == {"enum": ["a", "b"], "default": "a"}
-    assert schema["properties"]["tags"] == {"type": ["array", "null"], "items": {"type": "string"}, "default": None}
+    assert schema["properties"]["tags"] == {
+        "type": ["array", "null"],
+        "items": {"type": "string"},
+        "default": None,
+    }
     assert schema["additionalProperties"] is False
     assert tool.read_only is True and tool.concurrency_safe is False  # unset stays closed
 
@@ -69,7 +79,9 @@ def test_duplicate_name_replaces_and_records_plugin() -> None:
     reg.register(one, name="same", plugin="first")
     reg.register(two, name="same", plugin="second")
     assert len(reg) == 1 and reg.get("same").plugin == "second"  # type: ignore[union-attr]
-    assert [(r.name, r.old_plugin, r.new_plugin) for r in reg.replacements] == [("same", "first", "second")]
+    assert [(r.name, r.old_plugin, r.new_plugin) for r in reg.replacements] == [
+        ("same", "first", "second")
+    ]
 
 
 def test_invalid_names_rejected() -> None:
@@ -124,5 +136,11 @@ def test_function_tool_receives_context(tmp_path: Path) -> None:
     reg = ToolRegistry()
     tool = reg.register(where, read_only=True)
     assert tool.input_schema["properties"] == {}
-    ex = Executor(reg, PermissionEngine(RuleSet()), HookRunner(), OutputCapper(), CallContext("sid-1", tmp_path, (tmp_path,)))
+    ex = Executor(
+        reg,
+        PermissionEngine(RuleSet()),
+        HookRunner(),
+        OutputCapper(),
+        CallContext("sid-1", tmp_path, (tmp_path,)),
+    )
     assert ex.run(ToolCall("t", "where", {})).text() == "sid-1"

@@ -40,7 +40,13 @@ def test_contract_and_metadata() -> None:
     schema = tool.input_schema
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert schema["required"] == ["command"]
-    assert set(schema["properties"]) == {"command", "timeout", "description", "run_in_background", "background_on_timeout"}
+    assert set(schema["properties"]) == {
+        "command",
+        "timeout",
+        "description",
+        "run_in_background",
+        "background_on_timeout",
+    }
     assert schema["properties"]["timeout"]["maximum"] == MAX_TIMEOUT_MS == 600_000
     assert (tool.read_only, tool.concurrency_safe, tool.destructive, tool.raw_input) == (
         False,

@@ -627,12 +627,16 @@ def test_read_deny_rules_hide_entries_from_glob_and_ls(norma, tmp_path: Path) ->
     assert "key.txt" in norma("run", "Glob", "-i", '{"pattern": "**/*"}', "--text").stdout
 
 
-def test_allow_rule_naming_an_outside_path_lets_read_open_it(norma, tmp_path: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+def test_allow_rule_naming_an_outside_path_lets_read_open_it(
+    norma, tmp_path: Path, tmp_path_factory
+) -> None:  # type: ignore[no-untyped-def]
     outside = tmp_path_factory.mktemp("outside")
     (outside / "notes.txt").write_text("outside notes")
     work = tmp_path / "work"
     work.mkdir()
     target = str(outside / "notes.txt")
     assert norma("run", "Read", "--arg", f"file_path={target}", cwd=work).returncode == 3
-    proc = norma("--allow", f"Read(/{outside}/**)", "run", "Read", "--arg", f"file_path={target}", cwd=work)
+    proc = norma(
+        "--allow", f"Read(/{outside}/**)", "run", "Read", "--arg", f"file_path={target}", cwd=work
+    )
     assert proc.returncode == 0 and "outside notes" in proc.stdout

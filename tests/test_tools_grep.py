@@ -369,11 +369,21 @@ def test_schema_passes_the_provider_lint_profiles() -> None:
 
 
 @pytest.mark.parametrize("engine_env", [{}, {"NORMA_DISABLE_RIPGREP": "1"}])
-def test_read_deny_rules_hide_matches_inside_protected_folders(norma, tmp_path: Path, engine_env: dict) -> None:  # type: ignore[no-untyped-def]
+def test_read_deny_rules_hide_matches_inside_protected_folders(
+    norma, tmp_path: Path, engine_env: dict
+) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "token.txt").write_text("password = hunter2\n")
     (tmp_path / "app.py").write_text("password = os.environ['PW']\n")
-    args = ("--deny", "Read(./secrets/**)", "run", "Grep", "-i", '{"pattern": "password", "output_mode": "content"}', "--text")
+    args = (
+        "--deny",
+        "Read(./secrets/**)",
+        "run",
+        "Grep",
+        "-i",
+        '{"pattern": "password", "output_mode": "content"}',
+        "--text",
+    )
     out = norma(*args, env=engine_env).stdout
     assert "app.py" in out and "hunter2" not in out and "token.txt" not in out
     assert "hunter2" in norma(*args[2:], env=engine_env).stdout  # without the rule it is found

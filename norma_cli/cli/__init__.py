@@ -95,12 +95,20 @@ class App:
             rt.close(reason)
 
 
-
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), help="Extra config file (after NORMA_CONFIG).")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Extra config file (after NORMA_CONFIG).",
+)
 @click.option("--agent", help="Agent key (role) to act as.")
 @click.option("--mode", type=click.Choice(MODES), help="Permission mode for this invocation.")
-@click.option("--cwd", type=click.Path(file_okay=False, path_type=Path), help="Working directory (default: the current one).")
+@click.option(
+    "--cwd",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Working directory (default: the current one).",
+)
 @click.option("--allow", multiple=True, metavar="RULE", help="Add an allow rule (repeatable).")
 @click.option("--ask", multiple=True, metavar="RULE", help="Add an ask rule (repeatable).")
 @click.option("--deny", multiple=True, metavar="RULE", help="Add a deny rule (repeatable).")
@@ -153,6 +161,9 @@ def main() -> None:
             import traceback
 
             traceback.print_exc()
-        click.echo(f"norma: internal error: {type(exc).__name__}: {exc} (run with -v for details)", err=True)
+        click.echo(
+            f"norma: internal error: {type(exc).__name__}: {exc} (run with -v for details)",
+            err=True,
+        )
         code = 1
     sys.exit(code if isinstance(code, int) else 0)

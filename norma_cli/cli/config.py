@@ -28,7 +28,12 @@ def show(app: Any, *, as_json: bool) -> None:
 
     cfg = load(_cwd(app), app.options.get("config"))
     layers: list[dict[str, Any]] = [
-        {"kind": layer.kind, "path": layer.label, "trusted": layer.trusted, "ignored": layer.ignored}
+        {
+            "kind": layer.kind,
+            "path": layer.label,
+            "trusted": layer.trusted,
+            "ignored": layer.ignored,
+        }
         for layer in cfg.layers
     ]
     if as_json:
@@ -85,7 +90,9 @@ def validate(app: Any, *, paths: tuple[Path, ...]) -> None:
 
 
 @config.command("trust")
-@click.argument("file", required=False, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.argument(
+    "file", required=False, type=click.Path(dir_okay=False, exists=True, path_type=Path)
+)
 @click.pass_obj
 def trust(app: Any, *, file: Path | None) -> None:
     """Trust the project config (``.norma/config.toml``) as it is now.

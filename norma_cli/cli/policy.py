@@ -17,7 +17,9 @@ def policy() -> None:
 
 @policy.command("check")
 @click.argument("name")
-@click.option("-i", "--input", "input_", metavar="JSON|@FILE", help="Tool input as a JSON object, or @FILE.")
+@click.option(
+    "-i", "--input", "input_", metavar="JSON|@FILE", help="Tool input as a JSON object, or @FILE."
+)
 @click.option("--arg", "args", multiple=True, metavar="KEY=VALUE", help="One input field.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
@@ -47,7 +49,12 @@ def check(app: Any, *, name: str, input_: str | None, args: tuple[str, ...], as_
 
 @policy.command("replay")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--expect", "expect_file", type=click.Path(dir_okay=False, path_type=Path), help="JSON: tool_use_id → expected decision, or an earlier replay's --json. Exit 1 on any difference.")
+@click.option(
+    "--expect",
+    "expect_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON: tool_use_id → expected decision, or an earlier replay's --json. Exit 1 on any difference.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_obj
 def replay(app: Any, *, file: Path, expect_file: Path | None, as_json: bool) -> None:
@@ -76,13 +83,24 @@ def replay(app: Any, *, file: Path, expect_file: Path | None, as_json: bool) -> 
             table.append((r.tool_use_id, tool, r.decision, r.stage, r.rule or "-", r.source or "-"))
         widths = [max(len(row[i]) for row in table) for i in range(5)]
         for row in table:
-            click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[5])
+            click.echo(
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
+                + "  "
+                + row[5]
+            )
     if diffs:
         click.echo(f"norma: {len(diffs)} decision(s) differ from {expect_file}:", err=True)
         for d in diffs:
             actual = d["actual"] or "missing"
-            why = f" — {d['rule']} ({d['source']})" if d.get("rule") else (f" — {d['reason']}" if d.get("reason") else "")
-            click.echo(f"  {d['tool_use_id']} {d['tool'] or ''}: expected {d['expected']}, got {actual}{why}", err=True)
+            why = (
+                f" — {d['rule']} ({d['source']})"
+                if d.get("rule")
+                else (f" — {d['reason']}" if d.get("reason") else "")
+            )
+            click.echo(
+                f"  {d['tool_use_id']} {d['tool'] or ''}: expected {d['expected']}, got {actual}{why}",
+                err=True,
+            )
         sys.exit(1)
 
 

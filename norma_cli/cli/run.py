@@ -14,23 +14,86 @@ if TYPE_CHECKING:
 
 @click.command("run")
 @click.argument("name", required=False)
-@click.option("-i", "--input", "input_", metavar="JSON|@FILE", help="Tool input as a JSON object, or @FILE to read it.")
-@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE", help="One input field (VALUE parsed as JSON when it is valid JSON).")
-@click.option("--calls", metavar="FILE|-", help="JSONL of tool_use blocks (Anthropic or OpenAI shape); '-' reads stdin.")
-@click.option("--max-concurrency", default=8, show_default=True, type=click.IntRange(1, 256), help="Parallel concurrency-safe calls in a batch.")
-@click.option("--dry-run", is_flag=True, help="Decide (lookup, schema, permission) without running the tool.")
-@click.option("--text", "text_only", is_flag=True, help="Print only the text content of the result.")
-@click.option("--no-wait", is_flag=True, help="Do not wait for an approval: exit 4 with the pending id (norma.pending_id).")
-@click.option("--session", "session_id", metavar="ID", help="Name the session: its background tasks outlive this invocation, and a later run with the same ID can read or stop them.")
-@click.option("-p", "--prompt", metavar="PROMPT", help="Run an agent session: a model works on PROMPT through the tools, every call through the pipeline ('-' reads stdin).")
-@click.option("--provider", metavar="NAME", help="With -p: the [providers.NAME] to use (default: [agent] provider, else the only one).")
+@click.option(
+    "-i",
+    "--input",
+    "input_",
+    metavar="JSON|@FILE",
+    help="Tool input as a JSON object, or @FILE to read it.",
+)
+@click.option(
+    "--arg",
+    "args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="One input field (VALUE parsed as JSON when it is valid JSON).",
+)
+@click.option(
+    "--calls",
+    metavar="FILE|-",
+    help="JSONL of tool_use blocks (Anthropic or OpenAI shape); '-' reads stdin.",
+)
+@click.option(
+    "--max-concurrency",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Parallel concurrency-safe calls in a batch.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Decide (lookup, schema, permission) without running the tool."
+)
+@click.option(
+    "--text", "text_only", is_flag=True, help="Print only the text content of the result."
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Do not wait for an approval: exit 4 with the pending id (norma.pending_id).",
+)
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    help="Name the session: its background tasks outlive this invocation, and a later run with the same ID can read or stop them.",
+)
+@click.option(
+    "-p",
+    "--prompt",
+    metavar="PROMPT",
+    help="Run an agent session: a model works on PROMPT through the tools, every call through the pipeline ('-' reads stdin).",
+)
+@click.option(
+    "--provider",
+    metavar="NAME",
+    help="With -p: the [providers.NAME] to use (default: [agent] provider, else the only one).",
+)
 @click.option("--model", metavar="MODEL", help="With -p: the model (overrides the provider's).")
-@click.option("--agent", "agent_key", metavar="KEY", help="Agent key to act as (same as the global --agent).")
+@click.option(
+    "--agent", "agent_key", metavar="KEY", help="Agent key to act as (same as the global --agent)."
+)
 @click.option("--system", metavar="TEXT", help="With -p: the system prompt.")
-@click.option("--max-turns", type=click.IntRange(1), help="With -p: at most N model requests (exit 5 when reached).")
-@click.option("--max-tokens-total", type=click.IntRange(1), help="With -p: token budget of the run (exit 5 when reached).")
-@click.option("--resume", "resume_id", metavar="ID", help="With -p: continue session ID (its transcript must exist).")
-@click.option("--output", type=click.Choice(["text", "json", "stream-json"]), help="With -p: the answer as text (default), one JSON result, or JSON events per line.")
+@click.option(
+    "--max-turns",
+    type=click.IntRange(1),
+    help="With -p: at most N model requests (exit 5 when reached).",
+)
+@click.option(
+    "--max-tokens-total",
+    type=click.IntRange(1),
+    help="With -p: token budget of the run (exit 5 when reached).",
+)
+@click.option(
+    "--resume",
+    "resume_id",
+    metavar="ID",
+    help="With -p: continue session ID (its transcript must exist).",
+)
+@click.option(
+    "--output",
+    type=click.Choice(["text", "json", "stream-json"]),
+    help="With -p: the answer as text (default), one JSON result, or JSON events per line.",
+)
 @click.pass_obj
 def run(
     app: Any,
@@ -87,7 +150,9 @@ def run(
     try:
         if prompt is not None:
             if name or input_ or args or calls is not None or dry_run or text_only:
-                raise UsageError("-p cannot be combined with NAME, -i, --arg, --calls, --dry-run or --text")
+                raise UsageError(
+                    "-p cannot be combined with NAME, -i, --arg, --calls, --dry-run or --text"
+                )
             from norma_cli.agent.loop import PromptOptions
 
             code = _run_prompt(app, PromptOptions(
@@ -174,18 +239,27 @@ def _trap_signals(session: Any) -> None:
         signal.signal(sig, handler)
 
 
-def _run_batch(app: Any, batch: list[ToolCall], max_concurrency: int, dry_run: bool, text_only: bool) -> int:
+def _run_batch(
+    app: Any, batch: list[ToolCall], max_concurrency: int, dry_run: bool, text_only: bool
+) -> int:
     rt = app.runtime()
     _trap_signals(rt.session)
     rt.session.start()
     severity = {3: 3, 4: 2, 1: 1, 0: 0}
     worst = 0
-    results = (rt.executor.decide(c) for c in batch) if dry_run else rt.executor.iter_batch(batch, max_concurrency)
+    results = (
+        (rt.executor.decide(c) for c in batch)
+        if dry_run
+        else rt.executor.iter_batch(batch, max_concurrency)
+    )
     for result in results:
         _emit(result, text_only)
         code = result.exit_code()
         if code == 4 and result.meta.pending_id:
-            click.echo(f"norma: pending approval {result.meta.pending_id}: norma approve {result.meta.pending_id}", err=True)
+            click.echo(
+                f"norma: pending approval {result.meta.pending_id}: norma approve {result.meta.pending_id}",
+                err=True,
+            )
         if severity[code] > severity[worst]:
             worst = code
     return worst
@@ -230,7 +304,9 @@ def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+            raise UsageError(
+                f"input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from None
         if not isinstance(value, dict):
             raise UsageError(f"input must be a JSON object, got {type(value).__name__}")
         tool_input.update(value)
@@ -272,7 +348,9 @@ def read_calls(spec: str) -> list[ToolCall]:
             raise UsageError(f"{where}: not valid JSON: {exc.msg}") from None
         call = tool_use_from_block(block, where)
         if call.id in seen:
-            raise UsageError(f"{where}: duplicate tool_use id {call.id!r} (results are paired by id)")
+            raise UsageError(
+                f"{where}: duplicate tool_use id {call.id!r} (results are paired by id)"
+            )
         seen.add(call.id)
         batch.append(call)
     return batch
@@ -295,7 +373,9 @@ def tool_use_from_block(block: Any, where: str) -> ToolCall:
             try:
                 args = json.loads(raw_args or "{}")
             except json.JSONDecodeError as exc:
-                raise UsageError(f"{where}: function.arguments is not valid JSON: {exc.msg}") from None
+                raise UsageError(
+                    f"{where}: function.arguments is not valid JSON: {exc.msg}"
+                ) from None
         else:
             args = raw_args
         dialect = "openai"

@@ -13,7 +13,9 @@ def tools() -> None:
 
 
 @tools.command("list")
-@click.option("--all", "show_all", is_flag=True, help="Include tools hidden from the model (deferred).")
+@click.option(
+    "--all", "show_all", is_flag=True, help="Include tools hidden from the model (deferred)."
+)
 @click.option("--explain", is_flag=True, help="Per tool: exists / exposed / callable, and why not.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
@@ -70,7 +72,9 @@ def list_tools(app: Any, *, show_all: bool, explain: bool, as_json: bool) -> Non
             f"{r['name']:<{width}}  {flags}  {r['plugin']:<12}  {pin}{r['description'][:80]}"
         )
     if rows and not as_json:
-        click.echo("\nflags: R read-only, C concurrency-safe, A approval-required, H hidden", err=True)
+        click.echo(
+            "\nflags: R read-only, C concurrency-safe, A approval-required, H hidden", err=True
+        )
 
 
 @tools.command("show")

@@ -160,7 +160,9 @@ class Tool:
         """The tool's own opinion (allow/deny/ask) or None for no opinion."""
         return None
 
-    def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput | Awaitable[ToolOutput]:
+    def call(
+        self, tool_input: dict[str, Any], ctx: CallContext
+    ) -> ToolOutput | Awaitable[ToolOutput]:
         raise NotImplementedError
 
     def definition(self) -> dict[str, Any]:

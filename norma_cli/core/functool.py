@@ -96,7 +96,11 @@ class FunctionTool(Tool):
             elif param.default is None or isinstance(param.default, (str, int, float, bool)):
                 prop["default"] = param.default
             props[pname] = prop
-        schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": props,
+            "additionalProperties": False,
+        }
         if required:
             schema["required"] = required
         self.input_schema = schema

@@ -66,7 +66,14 @@ class HookOutcome:
 
     def to_event(self) -> dict[str, Any]:
         out: dict[str, Any] = {"by": self.hook, "source": self.source}
-        for key in ("blocked", "reason", "permission_decision", "additional_context", "stop", "error"):
+        for key in (
+            "blocked",
+            "reason",
+            "permission_decision",
+            "additional_context",
+            "stop",
+            "error",
+        ):
             value = getattr(self, key)
             if value:
                 out[key] = value
@@ -197,7 +204,9 @@ class CommandHook(Hook):
             return self.failed(f"timed out after {self.timeout:g}s")
         err_text = stderr.decode("utf-8", "replace").strip()
         if proc.returncode == 2:
-            return HookOutcome(self.name, self.source, blocked=True, reason=err_text or "blocked by hook (exit 2)")
+            return HookOutcome(
+                self.name, self.source, blocked=True, reason=err_text or "blocked by hook (exit 2)"
+            )
         if proc.returncode != 0:
             first = err_text.splitlines()[0] if err_text else ""
             return self.failed(f"exit {proc.returncode}" + (f": {first}" if first else ""))
@@ -300,8 +309,13 @@ class HookRunner:
     def has(self, event: str) -> bool:
         return bool(self._hooks[event])
 
-    def run(self, event: str, payload: dict[str, Any], tool_name: str | None = None,
-            stop_on_block: bool = False) -> list[HookOutcome]:
+    def run(
+        self,
+        event: str,
+        payload: dict[str, Any],
+        tool_name: str | None = None,
+        stop_on_block: bool = False,
+    ) -> list[HookOutcome]:
         outcomes: list[HookOutcome] = []
         for hook in self._hooks[event]:
             if not hook.applies_to(tool_name):
@@ -318,7 +332,9 @@ class HookRunner:
         for hook in self._hooks["PreToolUse"]:
             if not hook.applies_to(tool_name):
                 continue
-            outcome = hook.run({**payload, "tool_input": result.updated_input or payload["tool_input"]})
+            outcome = hook.run(
+                {**payload, "tool_input": result.updated_input or payload["tool_input"]}
+            )
             result.outcomes.append(outcome)
             if outcome.blocked:
                 result.blocked = True

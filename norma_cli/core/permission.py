@@ -25,7 +25,14 @@ from norma_cli.policy.rules import RuleSet
 
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 # Strictness order, used when layers disagree: an untrusted layer may only move right.
-MODE_STRICTNESS = {"bypassPermissions": 0, "auto": 1, "acceptEdits": 2, "default": 3, "dontAsk": 4, "plan": 5}
+MODE_STRICTNESS = {
+    "bypassPermissions": 0,
+    "auto": 1,
+    "acceptEdits": 2,
+    "default": 3,
+    "dontAsk": 4,
+    "plan": 5,
+}
 
 PluginOpinion = Callable[[Tool, dict[str, Any], CallContext], Decision | None]
 
@@ -54,8 +61,12 @@ class PermissionEngine:
         # 1. deny
         m = self.rules.find("deny", tool, tool_input, ctx)
         if m is not None:
-            return Decision.deny(m.stage, m.reason or f"denied by rule {m.rule.text}", rule=m.rule.ref,
-                                 subcommands=m.subcommands)
+            return Decision.deny(
+                m.stage,
+                m.reason or f"denied by rule {m.rule.text}",
+                rule=m.rule.ref,
+                subcommands=m.subcommands,
+            )
         if own is not None and own.behavior == "deny":
             return Decision.deny("tool", own.reason or f"{tool.name} refused this input")
         if plugin is not None and plugin.behavior == "deny":
@@ -77,8 +88,12 @@ class PermissionEngine:
         # 3. ask beats allow
         m = self.rules.find("ask", tool, tool_input, ctx)
         if m is not None:
-            return Decision.ask(m.stage, m.reason or f"rule {m.rule.text} asks for approval", rule=m.rule.ref,
-                                subcommands=m.subcommands)
+            return Decision.ask(
+                m.stage,
+                m.reason or f"rule {m.rule.text} asks for approval",
+                rule=m.rule.ref,
+                subcommands=m.subcommands,
+            )
         if own is not None and own.behavior == "ask":
             return Decision.ask("tool", own.reason or f"{tool.name} asks for approval")
         if plugin is not None and plugin.behavior == "ask":
@@ -87,16 +102,24 @@ class PermissionEngine:
         # 4. allow
         m = self.rules.find("allow", tool, tool_input, ctx)
         if m is not None:
-            return Decision.allow(m.stage, m.reason or f"allowed by rule {m.rule.text}", rule=m.rule.ref,
-                                  subcommands=m.subcommands, updated_input=_rewrite(own, plugin))
+            return Decision.allow(
+                m.stage,
+                m.reason or f"allowed by rule {m.rule.text}",
+                rule=m.rule.ref,
+                subcommands=m.subcommands,
+                updated_input=_rewrite(own, plugin),
+            )
         paths_inside = self._paths_inside(tool, tool_input, ctx)
         if mode == "acceptEdits" and tool.edits_files and paths_inside:
             return Decision.allow("mode", "acceptEdits: file edit inside the working roots")
         if tool.read_only and paths_inside:
             return Decision.allow("read_only", f"{tool.name} is read-only")
         if own is not None and own.behavior == "allow":
-            return Decision.allow("tool", own.reason or f"{tool.name} allowed this input",
-                                  updated_input=own.updated_input)
+            return Decision.allow(
+                "tool",
+                own.reason or f"{tool.name} allowed this input",
+                updated_input=own.updated_input,
+            )
         if plugin is not None and plugin.behavior == "allow":
             return plugin
 

@@ -76,7 +76,9 @@ class ToolRegistry:
                 self._hidden.discard(tool.name)
         return tool
 
-    def register_lazy(self, name: str, factory: Callable[[], Tool], *, plugin: str = "builtin") -> None:
+    def register_lazy(
+        self, name: str, factory: Callable[[], Tool], *, plugin: str = "builtin"
+    ) -> None:
         """Register a tool built on first use (same replacement rules as ``register``)."""
         with self._lock:
             old = self._tools.pop(name, None)

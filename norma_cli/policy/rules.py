@@ -42,7 +42,9 @@ class Rule:
             raise ConfigError(f"{source}: a rule must be a string, got {type(text).__name__}")
         m = _RULE_RE.match(text.strip())
         if not m:
-            raise ConfigError(f"{source}: cannot parse rule {text!r} (expected Name or Name(specifier))")
+            raise ConfigError(
+                f"{source}: cannot parse rule {text!r} (expected Name or Name(specifier))"
+            )
         spec = m.group("spec")
         if spec is not None and not spec.strip():
             spec = None
@@ -135,10 +137,14 @@ class RuleSet:
         # An unconditional allow (``Bash``, ``*``) means the user accepts lines we cannot read.
         names = (tool_name,) if via is None else (tool_name, via)
         unconditional = any(
-            r.specifier is None and any(r.matches_name(n) for n in names) for r in self.rules["allow"]
+            r.specifier is None and any(r.matches_name(n) for n in names)
+            for r in self.rules["allow"]
         )
         group = specifiers.RuleGroup(
-            behavior, tool_name, candidates, ask_when_not_literal=behavior == "ask" and not unconditional
+            behavior,
+            tool_name,
+            candidates,
+            ask_when_not_literal=behavior == "ask" and not unconditional,
         )
         self._groups[key] = (signature, group)
         return group
