@@ -17,7 +17,8 @@ from norma_cli.core.output import CAPPED, DEFAULT_MAX_CHARS, SPILL, OutputCapper
 from norma_cli.core.permission import PermissionEngine
 from norma_cli.core.registry import ToolRegistry
 from norma_cli.policy.rules import RuleSet
-from norma_cli.tools.bash import MAX_TIMEOUT_MS, BashTool, group_members
+from norma_cli.tools.bash import MAX_TIMEOUT_MS, BashTool
+from norma_cli.tools.procs import group_members
 
 
 def ctx_for(tmp_path: Path, session: Any = None, mode: str = "default") -> CallContext:

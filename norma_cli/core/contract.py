@@ -18,6 +18,18 @@ if TYPE_CHECKING:
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
+
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A closed draft 2020-12 object schema, the shape of every built-in tool's input."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
 Behavior = Literal["allow", "deny", "ask"]
 
 

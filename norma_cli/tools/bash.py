@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.contract import CallContext, Tool, ToolOutput
 from norma_cli.core.output import CAPPED, SPILL, capped_text
+from norma_cli.tools.procs import group_members
 
 if TYPE_CHECKING:
     from norma_cli.core.output import OutputCapper, SpillWriter
@@ -433,23 +434,6 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) pids in process group ``pgid``, read from /proc (Linux)."""
-    members: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid:
-            members.append(int(name))
-    return members
-
-
 def _end_group(proc: subprocess.Popen[bytes], pgid: int) -> None:
     """SIGTERM the group, then SIGKILL whatever is still there after a short grace."""
     for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
@@ -471,4 +455,4 @@ def _end_group(proc: subprocess.Popen[bytes], pgid: int) -> None:
     proc.poll()
 
 
-__all__ = ["DEFAULT_TIMEOUT_MS", "MAX_TIMEOUT_MS", "BashTool", "group_members"]
+__all__ = ["DEFAULT_TIMEOUT_MS", "MAX_TIMEOUT_MS", "BashTool"]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from norma_cli.core.contract import CallContext, ContentBlock, Tool, ToolOutput
+from norma_cli.core.contract import CallContext, ContentBlock, Tool, ToolOutput, object_schema
 from norma_cli.errors import NormaError
 from norma_cli.policy.filescope import read_filter
 from norma_cli.tools.confine import (
@@ -48,16 +48,6 @@ _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 class FileToolError(NormaError):
     """A file tool refusing or failing, with a message meant for the model."""
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
 
 
 _FILE_PATH = {
@@ -172,7 +162,7 @@ class ReadTool(FileTool):
         f"{MAX_READ_BYTES // (1024 * 1024)} MB must be read that way. The line numbers are not "
         "part of the file: never copy them into an Edit."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "file_path": _FILE_PATH,
             "offset": {
@@ -326,7 +316,7 @@ class WriteTool(FileTool):
         "an existing file prefer Edit or MultiEdit, after reading it with Read. `content` is the "
         "complete new file, written as UTF-8 exactly as given."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "file_path": _FILE_PATH,
             "content": {"type": "string", "description": "The complete content of the file."},
@@ -487,7 +477,7 @@ class EditTool(FileTool):
         "unique, or set replace_all to change every occurrence (e.g. renaming). An empty "
         "old_string creates a file that does not exist yet."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "file_path": _FILE_PATH,
             "old_string": {"type": "string", "description": "The exact text to replace."},
@@ -519,7 +509,7 @@ class MultiEditTool(FileTool):
         "by the edits before it, with the rules of Edit: old_string must occur exactly once "
         "unless replace_all is true, and must differ from new_string."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "file_path": _FILE_PATH,
             "edits": {
@@ -579,7 +569,7 @@ class LSTool(FileTool):
         "'node_modules') matched against entry names. To find files by name across a tree, "
         "use Glob instead."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "path": {
                 "type": "string",
@@ -758,7 +748,7 @@ class GlobTool(FileTool):
         "search (default: the working directory). Symbolic links to directories are not "
         "followed. To search file contents use Grep."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "pattern": {
                 "type": "string",

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput
+from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput, object_schema
 from norma_cli.errors import NormaError
 from norma_cli.tools.tasks import KILL_GRACE_S, members, read_limit, signal_members
 
@@ -301,16 +301,6 @@ _SHELL_ID_PROP = {
 }
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
 def _status(shell: Shell) -> str:
     if shell.alive():
         return "running"
@@ -334,7 +324,7 @@ class ShellStartTool(Tool):
         "keeps state across commands. Type with ShellSend (end a command with \\n), read with "
         "ShellRead, and ShellClose it when done."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "cwd": {
                 "type": "string",
@@ -384,7 +374,7 @@ class ShellSendTool(Tool):
         "\\u0003 (Ctrl-C) alone to interrupt a running program. Tab, arrow keys and other "
         "editing keys need approval; type whole commands instead."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "shell_id": _SHELL_ID_PROP,
             "input": {
@@ -458,7 +448,7 @@ class ShellReadTool(Tool):
         "Call ShellRead after ShellSend. For a slow command raise timeout, or call ShellRead "
         "again: output already returned is not repeated."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "shell_id": _SHELL_ID_PROP,
             "timeout": {
@@ -522,7 +512,7 @@ class ShellListTool(Tool):
     name = "ShellList"
     description = "List this session's PTY shells: id, shell, status, directory it started in."
     prompt = "Use ShellList to find a shell id."
-    input_schema = _schema({}, [])
+    input_schema = object_schema({}, [])
     read_only = True
     concurrency_safe = True
     requires_approval = False
@@ -552,7 +542,7 @@ class ShellCloseTool(Tool):
         f"SIGTERM, then SIGKILL after {KILL_GRACE_S:g} s."
     )
     prompt = "Close shells you no longer need."
-    input_schema = _schema({"shell_id": _SHELL_ID_PROP}, ["shell_id"])
+    input_schema = object_schema({"shell_id": _SHELL_ID_PROP}, ["shell_id"])
     read_only = False
     concurrency_safe = False
     requires_approval = False

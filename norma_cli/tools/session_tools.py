@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput
+from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput, object_schema
 from norma_cli.errors import NormaError
 
 STATUSES = ("pending", "in_progress", "completed")
@@ -37,16 +37,6 @@ _LOCK = threading.Lock()
 
 class SessionToolError(NormaError):
     pass
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
 
 
 def _write_atomic(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> None:
@@ -83,7 +73,7 @@ class TodoWriteTool(Tool):
         "in_progress at a time, mark items completed as soon as they are done, and add items "
         "you discover along the way. Skip it for trivial one-step tasks."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "todos": {
                 "type": "array",
@@ -197,7 +187,7 @@ class AskUserTool(Tool):
         "It fails when nobody can answer (norma running unattended): then decide yourself "
         "and say what you assumed."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "question": {
                 "type": "string",
@@ -277,7 +267,7 @@ class EnterPlanModeTool(Tool):
         "Enter plan mode before a large or risky change you want the user to review. Explore, "
         "then call ExitPlanMode with the plan."
     )
-    input_schema = _schema({}, [])
+    input_schema = object_schema({}, [])
     read_only = True  # it changes nothing outside norma and only narrows what later calls may do
     concurrency_safe = False  # the calls after it must see the new mode
     requires_approval = False
@@ -309,7 +299,7 @@ class ExitPlanModeTool(Tool):
         "Call it when the plan is ready: give concrete steps, the files you will change and "
         "how you will verify. If it is refused, revise the plan or ask what to change."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "plan": {
                 "type": "string",
@@ -361,7 +351,7 @@ class MemoryTool(Tool):
         "commands, conventions, preferences the user stated), not task progress. Never store "
         "secrets. Writes may need approval."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "action": {
                 "type": "string",

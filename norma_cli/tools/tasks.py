@@ -38,8 +38,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput
+from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput, object_schema
 from norma_cli.errors import NormaError
+from norma_cli.tools.procs import group_or_session_members
 
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL
 POLL_S = 0.05
@@ -494,7 +495,7 @@ def members(leader: int) -> list[int]:
             return []
         return [leader]
     for attempt in range(4):
-        found = _scan_proc(leader)
+        found = group_or_session_members(leader)
         if found:
             return found
         # A /proc listing can miss a process that is being reparented at that very moment (its
@@ -508,22 +509,6 @@ def members(leader: int) -> list[int]:
         if attempt < 3:
             time.sleep(0.002 * (attempt + 1))
     return []  # only zombies are left
-
-
-def _scan_proc(leader: int) -> list[int]:
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        f = stat[stat.rfind(b")") + 2 :].split()
-        if len(f) > 3 and f[0] not in (b"Z", b"X") and leader in (int(f[2]), int(f[3])):
-            found.append(int(name))
-    return found
 
 
 def signal_members(leader: int, pids: list[int], sig: int) -> None:
@@ -550,16 +535,6 @@ _WAIT_PROP = {
 }
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
 def read_limit(ctx: CallContext) -> int:
     capper = getattr(ctx.session, "capper", None)
     limit = getattr(capper, "max_chars", DEFAULT_READ_CHARS)
@@ -582,7 +557,7 @@ class TaskOutputTool(Tool):
         "repeated. With block: true it first waits (up to timeout ms) for the task to finish. "
         "To wait for a particular line (a server's 'listening on'), use Monitor instead."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "task_id": _TASK_ID_PROP,
             "block": {
@@ -631,7 +606,7 @@ class TaskStopTool(Tool):
         f"{KILL_GRACE_S:g} s. Output it printed stays readable with TaskOutput."
     )
     prompt = "Stop background tasks you no longer need, such as a dev server after the tests ran."
-    input_schema = _schema({"task_id": _TASK_ID_PROP}, ["task_id"])
+    input_schema = object_schema({"task_id": _TASK_ID_PROP}, ["task_id"])
     read_only = False
     concurrency_safe = False
     requires_approval = False
@@ -673,7 +648,7 @@ class TaskListTool(Tool):
     name = "TaskList"
     description = "List this session's background tasks with their status, age and command."
     prompt = "Use TaskList to find a task id you lost track of."
-    input_schema = _schema({}, [])
+    input_schema = object_schema({}, [])
     read_only = True
     concurrency_safe = True
     requires_approval = False
@@ -718,7 +693,7 @@ class MonitorTool(Tool):
         "expression searched in each output line; without it Monitor waits for the exit. "
         "Output up to the matching line counts as read; a timeout reads nothing."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "task_id": _TASK_ID_PROP,
             "pattern": {
