@@ -1,3 +1,3 @@
-from norma_cli.cli import main
+from norma_cli.oneshot import main
 
 main()

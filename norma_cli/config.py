@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from norma_cli.core.modes import MODE_STRICTNESS
 from norma_cli.errors import ConfigError
 
 PROJECT_FILE = Path(".norma") / "config.toml"
@@ -28,14 +29,6 @@ ACCUMULATE = {
     ("permissions", "ask"),
     ("permissions", "deny"),
     ("permissions", "rules"),
-}
-MODE_STRICTNESS = {
-    "bypassPermissions": 0,
-    "auto": 1,
-    "acceptEdits": 2,
-    "default": 3,
-    "dontAsk": 4,
-    "plan": 5,
 }
 
 

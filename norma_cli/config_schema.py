@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from norma_cli.core.modes import MODES
 from norma_cli.errors import ConfigError
 
 
@@ -125,7 +126,6 @@ INT = Scalar(int, "an integer", minimum=0)
 NUM = Scalar((int, float), "a number", minimum=0)
 STRS = ListOf(STR)
 DECISION = Scalar(str, "a decision", ("allow", "ask", "deny"))
-MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 HOOK_EVENTS = (
     "PreToolUse",
     "PostToolUse",

@@ -6,18 +6,16 @@ validator, the shell parser or any plugin.
 
 from __future__ import annotations
 
-import os
 import sys
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from norma_cli import __version__
-
-if TYPE_CHECKING:
-    from norma_cli.runtime import Runtime
+from norma_cli.core.modes import MODES
+from norma_cli.oneshot import App
 
 # command name -> "module:attribute"
 COMMANDS = {
@@ -32,7 +30,6 @@ COMMANDS = {
     "approve": "norma_cli.cli.approve:approve",
     "mcp": "norma_cli.cli.mcp:mcp",
 }
-MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 
 
 class LazyGroup(click.Group):
@@ -57,42 +54,6 @@ class LazyGroup(click.Group):
             host.register_commands(self)
             command_or_none = super().get_command(ctx, cmd_name)
         return command_or_none
-
-
-class App:
-    """Global options, and the runtime built from them on first use."""
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
-        self.verbose: bool = options.pop("verbose", False)
-        self._runtime: Runtime | None = None
-
-    def runtime(self, *, with_store: bool = True, interactive: bool | None = None) -> Runtime:
-        if self._runtime is None:
-            from norma_cli.runtime import Options, Runtime
-
-            opts = Options(
-                cwd=self.options.get("cwd"),
-                config=self.options.get("config"),
-                agent=self.options.get("agent"),
-                mode=self.options.get("mode"),
-                allow=self.options.get("allow") or (),
-                ask=self.options.get("ask") or (),
-                deny=self.options.get("deny") or (),
-                session_id=self.options.get("session_id"),
-                no_wait=bool(self.options.get("no_wait")),
-                interactive=interactive,
-                with_store=with_store,
-            )
-            self._runtime = Runtime.build(opts)
-            for warning in self._runtime.warnings:
-                click.echo(f"norma: warning: {warning}", err=True)
-        return self._runtime
-
-    def close(self, reason: str = "exit") -> None:
-        if self._runtime is not None:
-            rt, self._runtime = self._runtime, None
-            rt.close(reason)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -128,42 +89,21 @@ def cli(ctx: click.Context, **options: Any) -> None:
 
 
 def main() -> None:
-    from norma_cli.errors import NormaError
+    from norma_cli.oneshot import guarded
 
     verbose = "-v" in sys.argv[1:] or "--verbose" in sys.argv[1:]
-    try:
-        code = cli.main(prog_name="norma", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("norma: aborted", err=True)
-        code = 130
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
-    except NormaError as exc:
-        if verbose:
-            import traceback
 
-            traceback.print_exc()
-        click.echo(f"norma: error: {exc}", err=True)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("norma: interrupted", err=True)
-        code = 130
-    except BrokenPipeError:
-        # stdout closed early (`norma ... | head`): not an error worth a traceback
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        code = 1
-    except Exception as exc:
-        if verbose:
-            import traceback
+    def body() -> int:
+        try:
+            code = cli.main(prog_name="norma", standalone_mode=False)
+        except click.exceptions.Abort:
+            click.echo("norma: aborted", err=True)
+            return 130
+        except click.ClickException as exc:
+            exc.show()
+            return exc.exit_code
+        except click.exceptions.Exit as exc:
+            return exc.exit_code
+        return code if isinstance(code, int) else 0
 
-            traceback.print_exc()
-        click.echo(
-            f"norma: internal error: {type(exc).__name__}: {exc} (run with -v for details)",
-            err=True,
-        )
-        code = 1
-    sys.exit(code if isinstance(code, int) else 0)
+    sys.exit(guarded(body, verbose))

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-if TYPE_CHECKING:
-    from norma_cli.core.contract import ToolCall, ToolResult
+from norma_cli.oneshot import (
+    Interrupted,
+    parse_input,
+    read_calls,
+    run_batch,
+    run_one,
+    tool_use_from_block,
+    trap_signals,
+)
+
+__all__ = ["parse_input", "read_calls", "run", "tool_use_from_block"]
 
 
 @click.command("run")
@@ -166,16 +174,9 @@ def run(
         elif calls is not None:
             if name or input_ or args:
                 raise UsageError("--calls cannot be combined with NAME, -i or --arg")
-            batch = read_calls(calls)
-            code = _run_batch(app, batch, max_concurrency, dry_run, text_only)
+            code = run_batch(app, read_calls(calls), max_concurrency, dry_run, text_only)
         else:
-            if not name:
-                raise UsageError("missing tool NAME (or --calls FILE)")
-            from norma_cli.core.contract import ToolCall
-
-            tool_input = parse_input(input_, args)
-            call = ToolCall(id=f"toolu_norma_{_short_id()}", name=name, input=tool_input)
-            code = _run_batch(app, [call], 1, dry_run, text_only)
+            code = run_one(app, name, input_, args, dry_run, text_only)
     except (KeyboardInterrupt, Interrupted) as exc:
         if isinstance(exc, Interrupted):
             click.echo(f"norma: terminated by {exc.signal_name}", err=True)
@@ -193,199 +194,8 @@ def _run_prompt(app: Any, options: Any) -> int:
 
     try:
         rt = app.runtime()
-        _trap_signals(rt.session)
+        trap_signals(rt.session)
         return run_prompt(rt, options, progress=Progress()).exit_code
     except NormaError:
         app.close("error")  # SessionEnd says why (a bad provider config is exit 2, not "exit")
         raise
-
-
-class Interrupted(SystemExit):
-    """SIGTERM/SIGHUP: leave through the normal close path, exiting 128 + the signal number."""
-
-    def __init__(self, signum: int) -> None:
-        import signal
-
-        super().__init__(128 + signum)
-        self.signal_name = signal.Signals(signum).name
-
-
-def _trap_signals(session: Any) -> None:
-    """Turn SIGINT/SIGTERM/SIGHUP into exceptions, so the session closes and ends its tasks.
-
-    Without this a SIGTERM would kill norma on the spot and orphan every background process.
-    The first signal also cancels waits on worker threads (Monitor, TaskOutput block) so the
-    batch unwinds promptly; later signals are ignored while the cleanup runs.
-    """
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    trapped = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def ignore(signum: int, frame: Any) -> None:
-        return None
-
-    def handler(signum: int, frame: Any) -> None:
-        session.cancelled.set()
-        for sig in trapped:
-            signal.signal(sig, ignore)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise Interrupted(signum)
-
-    for sig in trapped:
-        signal.signal(sig, handler)
-
-
-def _run_batch(
-    app: Any, batch: list[ToolCall], max_concurrency: int, dry_run: bool, text_only: bool
-) -> int:
-    rt = app.runtime()
-    _trap_signals(rt.session)
-    rt.session.start()
-    severity = {3: 3, 4: 2, 1: 1, 0: 0}
-    worst = 0
-    results = (
-        (rt.executor.decide(c) for c in batch)
-        if dry_run
-        else rt.executor.iter_batch(batch, max_concurrency)
-    )
-    for result in results:
-        _emit(result, text_only)
-        code = result.exit_code()
-        if code == 4 and result.meta.pending_id:
-            click.echo(
-                f"norma: pending approval {result.meta.pending_id}: norma approve {result.meta.pending_id}",
-                err=True,
-            )
-        if severity[code] > severity[worst]:
-            worst = code
-    return worst
-
-
-def _emit(result: ToolResult, text_only: bool) -> None:
-    import json
-
-    if text_only:
-        text = result.text()
-        click.echo(text, nl=not text.endswith("\n"))
-    else:
-        click.echo(json.dumps(result.to_wire(), ensure_ascii=False, default=str))
-
-
-def _short_id() -> str:
-    import uuid
-
-    return uuid.uuid4().hex[:24]
-
-
-def _read_arg_file(spec: str) -> str:
-    from norma_cli.errors import UsageError
-
-    path = Path(spec[1:])
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot read input file {path}: {reason}") from None
-
-
-def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
-    """``-i JSON`` / ``-i @FILE`` and ``--arg k=v`` → one input object."""
-    import json
-
-    from norma_cli.errors import UsageError
-
-    tool_input: dict[str, Any] = {}
-    if raw is not None:
-        text = _read_arg_file(raw) if raw.startswith("@") else raw
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-            ) from None
-        if not isinstance(value, dict):
-            raise UsageError(f"input must be a JSON object, got {type(value).__name__}")
-        tool_input.update(value)
-    for item in args:
-        key, sep, value_text = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--arg {item!r}: expected KEY=VALUE")
-        try:
-            tool_input[key] = json.loads(value_text)
-        except json.JSONDecodeError:
-            tool_input[key] = value_text
-    return tool_input
-
-
-def read_calls(spec: str) -> list[ToolCall]:
-    """Parse a JSONL batch up front: a malformed line runs nothing and names the line."""
-    import json
-
-    from norma_cli.errors import UsageError
-
-    if spec == "-":
-        source, lines = "stdin", sys.stdin.read().splitlines()
-    else:
-        try:
-            lines = Path(spec).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise UsageError(f"cannot read calls file {spec}: {reason}") from None
-        source = spec
-    batch: list[ToolCall] = []
-    seen: set[str] = set()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{source}:{number}"
-        try:
-            block = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not valid JSON: {exc.msg}") from None
-        call = tool_use_from_block(block, where)
-        if call.id in seen:
-            raise UsageError(
-                f"{where}: duplicate tool_use id {call.id!r} (results are paired by id)"
-            )
-        seen.add(call.id)
-        batch.append(call)
-    return batch
-
-
-def tool_use_from_block(block: Any, where: str) -> ToolCall:
-    """Accept an Anthropic ``tool_use`` block or an OpenAI tool call."""
-    import json
-
-    from norma_cli.core.contract import ToolCall
-    from norma_cli.errors import UsageError
-
-    if not isinstance(block, dict):
-        raise UsageError(f"{where}: expected a JSON object, got {type(block).__name__}")
-    if "function" in block:
-        fn = block["function"]
-        call_id, name = block.get("id"), fn.get("name") if isinstance(fn, dict) else None
-        raw_args = fn.get("arguments", "{}") if isinstance(fn, dict) else None
-        if isinstance(raw_args, str):
-            try:
-                args = json.loads(raw_args or "{}")
-            except json.JSONDecodeError as exc:
-                raise UsageError(
-                    f"{where}: function.arguments is not valid JSON: {exc.msg}"
-                ) from None
-        else:
-            args = raw_args
-        dialect = "openai"
-    else:
-        if block.get("type", "tool_use") != "tool_use":
-            raise UsageError(f"{where}: expected a tool_use block, got type {block.get('type')!r}")
-        call_id, name, args = block.get("id"), block.get("name"), block.get("input", {})
-        dialect = "anthropic"
-    if not isinstance(call_id, str) or not call_id:
-        raise UsageError(f"{where}: missing string 'id'")
-    if not isinstance(name, str) or not name:
-        raise UsageError(f"{where}: missing string tool name")
-    return ToolCall(call_id, name, args, dialect)  # type: ignore[arg-type]

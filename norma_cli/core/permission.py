@@ -23,17 +23,6 @@ from typing import Any
 from norma_cli.core.contract import CallContext, Decision, Tool
 from norma_cli.policy.rules import RuleSet
 
-MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
-# Strictness order, used when layers disagree: an untrusted layer may only move right.
-MODE_STRICTNESS = {
-    "bypassPermissions": 0,
-    "auto": 1,
-    "acceptEdits": 2,
-    "default": 3,
-    "dontAsk": 4,
-    "plan": 5,
-}
-
 PluginOpinion = Callable[[Tool, dict[str, Any], CallContext], Decision | None]
 
 

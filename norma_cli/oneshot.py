@@ -1,0 +1,423 @@
+"""The ``norma`` entry point, and the one-shot run that shell scripts call most.
+
+``norma run NAME -i JSON`` is the hot path of every script and CI job, and SPEC §15 budgets it
+against a bare Python script. Importing click costs more than the whole call, so ``main``
+first tries ``fast_argv``: a strict reader of exactly the simple form (global options,
+``run``, one NAME, ``-i``/``--arg``/``--text``/``--dry-run``/``--no-wait``/``--session``).
+Anything else — help, other commands, batches, ``-p``, an option it does not know, a value it
+would have to check — goes to the click CLI unchanged. Both paths run the same functions below,
+so a call behaves the same whichever path read it (a test holds them to that).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from norma_cli.core.modes import MODES
+
+if TYPE_CHECKING:
+    from norma_cli.core.contract import ToolCall, ToolResult
+    from norma_cli.runtime import Runtime
+
+
+class App:
+    """Global options, and the runtime built from them on first use."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.verbose: bool = options.pop("verbose", False)
+        self._runtime: Runtime | None = None
+
+    def runtime(self, *, with_store: bool = True, interactive: bool | None = None) -> Runtime:
+        if self._runtime is None:
+            from norma_cli.runtime import Options, Runtime
+
+            opts = Options(
+                cwd=self.options.get("cwd"),
+                config=self.options.get("config"),
+                agent=self.options.get("agent"),
+                mode=self.options.get("mode"),
+                allow=self.options.get("allow") or (),
+                ask=self.options.get("ask") or (),
+                deny=self.options.get("deny") or (),
+                session_id=self.options.get("session_id"),
+                no_wait=bool(self.options.get("no_wait")),
+                interactive=interactive,
+                with_store=with_store,
+            )
+            self._runtime = Runtime.build(opts)
+            for warning in self._runtime.warnings:
+                sys.stderr.write(f"norma: warning: {warning}\n")
+        return self._runtime
+
+    def close(self, reason: str = "exit") -> None:
+        if self._runtime is not None:
+            rt, self._runtime = self._runtime, None
+            rt.close(reason)
+
+
+# ----------------------------------------------------------------------------- one call
+def run_one(
+    app: App,
+    name: str | None,
+    input_: str | None,
+    args: tuple[str, ...],
+    dry_run: bool,
+    text_only: bool,
+) -> int:
+    """``norma run NAME``: one call with an invented id; the exit code of its result."""
+    from norma_cli.core.contract import ToolCall
+    from norma_cli.errors import UsageError
+
+    if not name:
+        raise UsageError("missing tool NAME (or --calls FILE)")
+    tool_input = parse_input(input_, args)
+    call = ToolCall(id=f"toolu_norma_{os.urandom(12).hex()}", name=name, input=tool_input)
+    return run_batch(app, [call], 1, dry_run, text_only)
+
+
+def run_batch(
+    app: App, batch: list[ToolCall], max_concurrency: int, dry_run: bool, text_only: bool
+) -> int:
+    rt = app.runtime()
+    trap_signals(rt.session)
+    rt.session.start()
+    severity = {3: 3, 4: 2, 1: 1, 0: 0}
+    worst = 0
+    results = (
+        (rt.executor.decide(c) for c in batch)
+        if dry_run
+        else rt.executor.iter_batch(batch, max_concurrency)
+    )
+    for result in results:
+        emit(result, text_only)
+        code = result.exit_code()
+        if code == 4 and result.meta.pending_id:
+            pid = result.meta.pending_id
+            sys.stderr.write(f"norma: pending approval {pid}: norma approve {pid}\n")
+        if severity[code] > severity[worst]:
+            worst = code
+    return worst
+
+
+def emit(result: ToolResult, text_only: bool) -> None:
+    import json
+
+    if text_only:
+        text = result.text()
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        sys.stdout.write(json.dumps(result.to_wire(), ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def finish(app: App, body: Any) -> int:
+    """Run ``body()`` → exit code, closing the session whatever ends it (SessionEnd fires)."""
+    try:
+        code = int(body())
+    except (KeyboardInterrupt, Interrupted) as exc:
+        if isinstance(exc, Interrupted):
+            sys.stderr.write(f"norma: terminated by {exc.signal_name}\n")
+        app.close("interrupt")
+        raise
+    app.close("exit")
+    return code
+
+
+class Interrupted(SystemExit):
+    """SIGTERM/SIGHUP: leave through the normal close path, exiting 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(128 + signum)
+        self.signal_name = signal.Signals(signum).name
+
+
+def trap_signals(session: Any) -> None:
+    """Turn SIGINT/SIGTERM/SIGHUP into exceptions, so the session closes and ends its tasks.
+
+    Without this a SIGTERM would kill norma on the spot and orphan every background process.
+    The first signal also cancels waits on worker threads (Monitor, TaskOutput block) so the
+    batch unwinds promptly; later signals are ignored while the cleanup runs.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    trapped = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def ignore(signum: int, frame: Any) -> None:
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        session.cancelled.set()
+        for sig in trapped:
+            signal.signal(sig, ignore)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Interrupted(signum)
+
+    for sig in trapped:
+        signal.signal(sig, handler)
+
+
+# ----------------------------------------------------------------------------- input
+def _read_arg_file(spec: str) -> str:
+    from norma_cli.errors import UsageError
+
+    path = Path(spec[1:])
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot read input file {path}: {reason}") from None
+
+
+def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
+    """``-i JSON`` / ``-i @FILE`` and ``--arg k=v`` → one input object."""
+    import json
+
+    from norma_cli.errors import UsageError
+
+    tool_input: dict[str, Any] = {}
+    if raw is not None:
+        text = _read_arg_file(raw) if raw.startswith("@") else raw
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from None
+        if not isinstance(value, dict):
+            raise UsageError(f"input must be a JSON object, got {type(value).__name__}")
+        tool_input.update(value)
+    for item in args:
+        key, sep, value_text = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--arg {item!r}: expected KEY=VALUE")
+        try:
+            tool_input[key] = json.loads(value_text)
+        except json.JSONDecodeError:
+            tool_input[key] = value_text
+    return tool_input
+
+
+def read_calls(spec: str) -> list[ToolCall]:
+    """Parse a JSONL batch up front: a malformed line runs nothing and names the line."""
+    import json
+
+    from norma_cli.errors import UsageError
+
+    if spec == "-":
+        source, lines = "stdin", sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = Path(spec).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"cannot read calls file {spec}: {reason}") from None
+        source = spec
+    batch: list[ToolCall] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            block = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not valid JSON: {exc.msg}") from None
+        call = tool_use_from_block(block, where)
+        if call.id in seen:
+            raise UsageError(
+                f"{where}: duplicate tool_use id {call.id!r} (results are paired by id)"
+            )
+        seen.add(call.id)
+        batch.append(call)
+    return batch
+
+
+def tool_use_from_block(block: Any, where: str) -> ToolCall:
+    """Accept an Anthropic ``tool_use`` block or an OpenAI tool call."""
+    import json
+
+    from norma_cli.core.contract import ToolCall
+    from norma_cli.errors import UsageError
+
+    if not isinstance(block, dict):
+        raise UsageError(f"{where}: expected a JSON object, got {type(block).__name__}")
+    if "function" in block:
+        fn = block["function"]
+        call_id, name = block.get("id"), fn.get("name") if isinstance(fn, dict) else None
+        raw_args = fn.get("arguments", "{}") if isinstance(fn, dict) else None
+        if isinstance(raw_args, str):
+            try:
+                args = json.loads(raw_args or "{}")
+            except json.JSONDecodeError as exc:
+                raise UsageError(
+                    f"{where}: function.arguments is not valid JSON: {exc.msg}"
+                ) from None
+        else:
+            args = raw_args
+        dialect = "openai"
+    else:
+        if block.get("type", "tool_use") != "tool_use":
+            raise UsageError(f"{where}: expected a tool_use block, got type {block.get('type')!r}")
+        call_id, name, args = block.get("id"), block.get("name"), block.get("input", {})
+        dialect = "anthropic"
+    if not isinstance(call_id, str) or not call_id:
+        raise UsageError(f"{where}: missing string 'id'")
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{where}: missing string tool name")
+    return ToolCall(call_id, name, args, dialect)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- entry
+@dataclass
+class FastRun:
+    """``norma [globals] run NAME [-i JSON] [--arg K=V]... [flags]`` as read by ``fast_argv``."""
+
+    globals: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    input: str | None = None
+    args: list[str] = field(default_factory=list)
+    text: bool = False
+    dry_run: bool = False
+    no_wait: bool = False
+    session: str | None = None
+
+
+_GLOBAL_VALUE = {"--config": "config", "--agent": "agent", "--mode": "mode", "--cwd": "cwd"}
+_GLOBAL_MULTI = {"--allow": "allow", "--ask": "ask", "--deny": "deny"}
+_RUN_FLAGS = {"--text": "text", "--dry-run": "dry_run", "--no-wait": "no_wait"}
+
+
+def fast_argv(argv: list[str]) -> FastRun | None:
+    """The simple one-call form, or None for anything the click CLI should read."""
+    run = FastRun(globals={"allow": [], "ask": [], "deny": []})
+    words = list(argv)
+    i = 0
+
+    def value(opt: str) -> str | None:
+        nonlocal i
+        word = words[i]
+        if word.startswith(opt + "="):
+            i += 1
+            return word[len(opt) + 1 :]
+        if i + 1 >= len(words):
+            return None
+        i += 2
+        return words[i - 1]
+
+    while i < len(words) and words[i] != "run":  # global options
+        word, key = words[i], words[i].split("=", 1)[0]
+        if key in _GLOBAL_VALUE:
+            v = value(key)
+            if v is None or v == "" or (key == "--mode" and v not in MODES):
+                return None
+            run.globals[_GLOBAL_VALUE[key]] = Path(v) if key in ("--config", "--cwd") else v
+        elif key in _GLOBAL_MULTI:
+            v = value(key)
+            if v is None:
+                return None
+            run.globals[_GLOBAL_MULTI[key]].append(v)
+        elif word in ("-v", "--verbose"):
+            run.globals["verbose"] = True
+            i += 1
+        else:
+            return None
+    if i >= len(words):
+        return None
+    i += 1  # "run"
+    while i < len(words):
+        word, key = words[i], words[i].split("=", 1)[0]
+        if word in _RUN_FLAGS:
+            setattr(run, _RUN_FLAGS[word], True)
+            i += 1
+        elif key in ("-i", "--input") and run.input is None:
+            run.input = value(key)
+            if run.input is None:
+                return None
+        elif key in ("--arg", "--session"):
+            v = value(key)
+            if v is None or (key == "--session" and run.session is not None):
+                return None
+            if key == "--arg":
+                run.args.append(v)
+            else:
+                run.session = v
+        elif not word.startswith("-") and not run.name:
+            run.name = word
+            i += 1
+        else:
+            return None
+    if not run.name:
+        return None
+    for key in ("allow", "ask", "deny"):
+        run.globals[key] = tuple(run.globals[key])
+    return run
+
+
+def guarded(body: Any, verbose: bool) -> int:
+    """Run ``body()`` → exit code; every failure becomes one line and an exit code."""
+    from norma_cli.errors import NormaError
+
+    try:
+        return int(body())
+    except NormaError as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        sys.stderr.write(f"norma: error: {exc}\n")
+        return exc.exit_code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        sys.stderr.write("norma: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # stdout closed early (`norma ... | head`): not an error worth a traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        sys.stderr.write(
+            f"norma: internal error: {type(exc).__name__}: {exc} (run with -v for details)\n"
+        )
+        return 1
+
+
+def main() -> None:
+    fast = None if os.environ.get("NORMA_NO_FAST_PATH") else fast_argv(sys.argv[1:])
+    if fast is None:
+        from norma_cli.cli import main as click_main
+
+        click_main()
+        return
+    options = dict(fast.globals)
+    verbose = bool(options.get("verbose"))
+    app = App(**options)
+    if fast.session is not None:
+        app.options["session_id"] = fast.session
+    app.options["no_wait"] = fast.no_wait
+
+    def body() -> int:
+        return finish(
+            app,
+            lambda: run_one(app, fast.name, fast.input, tuple(fast.args), fast.dry_run, fast.text),
+        )
+
+    code = guarded(body, verbose)
+    app.close()
+    sys.exit(code)
