@@ -6,9 +6,9 @@ hooks fire here, and ``close`` fires SessionEnd exactly once whatever ended the 
 
 from __future__ import annotations
 
+import os
 import re
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,7 @@ SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def new_session_id() -> str:
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 def check_session_id(session_id: str) -> str:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import subprocess
 
 EVENTS = (
     "PreToolUse",
@@ -183,6 +184,8 @@ class CommandHook(Hook):
         self.cwd = cwd
 
     def run(self, payload: dict[str, Any]) -> HookOutcome:
+        import subprocess  # only when a command hook exists: a one-shot run need not pay for it
+
         data = json.dumps(payload).encode()
         try:
             proc = subprocess.Popen(
@@ -223,6 +226,8 @@ class CommandHook(Hook):
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

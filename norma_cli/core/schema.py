@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from norma_cli.core import quickcheck
 from norma_cli.errors import NormaError
 
 
@@ -68,6 +69,7 @@ class SchemaCache:
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[dict[str, Any], CompiledSchema]] = {}
         self._by_text: dict[str, CompiledSchema] = {}
+        self._quick: dict[int, tuple[dict[str, Any], bool]] = {}
         self._lock = threading.Lock()
 
     def get(self, schema: dict[str, Any]) -> CompiledSchema:
@@ -84,6 +86,14 @@ class SchemaCache:
         return compiled
 
     def validate(self, schema: dict[str, Any], instance: Any) -> list[SchemaIssue]:
+        # Simple schemas and valid input: answered without loading jsonschema-rs (quickcheck
+        # only ever says "certainly valid"; everything else goes to the full validator).
+        quick = self._quick.get(id(schema))
+        if quick is None or quick[0] is not schema:
+            quick = (schema, quickcheck.eligible(schema))
+            self._quick[id(schema)] = quick
+        if quick[1] and quickcheck.certainly_valid(schema, instance):
+            return []
         compiled = self.get(schema)
         if compiled.is_valid(instance):
             return []

@@ -18,7 +18,6 @@ import os
 import re
 import sqlite3
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.errors import StoreError
@@ -60,7 +59,7 @@ def record_activity(
     agent: str | None = None, cwd: str | None = None,
 ) -> None:  # fmt: skip
     _insert(store, "activity", {
-        "id": uuid.uuid4().hex, "session_id": session_id, "event": event, "reason": reason,
+        "id": os.urandom(16).hex(), "session_id": session_id, "event": event, "reason": reason,
         "agent": agent, "cwd": cwd, "pid": os.getpid(), "created_at": time.time(),
     })  # fmt: skip
 
@@ -85,7 +84,7 @@ def record_traffic(
     (user:password@ and credential-looking query parameters); bodies are never stored, only
     their size and sha256. ``status`` is None when no response came (``error`` says why)."""
     _insert(store, "traffic", {
-        "id": uuid.uuid4().hex, "tool": tool, "session_id": session_id, "tool_use_id": tool_use_id,
+        "id": os.urandom(16).hex(), "tool": tool, "session_id": session_id, "tool_use_id": tool_use_id,
         "method": method.upper(), "url": redact_url(url), "status": status,
         "request_bytes": int(request_bytes), "response_bytes": int(response_bytes),
         "request_sha256": request_sha256, "response_sha256": response_sha256,
@@ -118,7 +117,7 @@ def record_llm(
         else json.dumps(request, ensure_ascii=False, default=str)
     )
     _insert(store, "llm_records", {
-        "id": uuid.uuid4().hex, "purpose": purpose, "provider": provider, "model": model,
+        "id": os.urandom(16).hex(), "purpose": purpose, "provider": provider, "model": model,
         "url": redact_url(url) if url else None, "session_id": session_id, "trace_id": trace_id,
         "tool_use_id": tool_use_id, "request": redact(request_text, secrets),
         "response": redact(response, secrets) if response is not None else None,

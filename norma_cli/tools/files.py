@@ -12,7 +12,6 @@ import errno
 import os
 import re
 import stat
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -259,7 +258,7 @@ def write_atomic(loc: Location, data: bytes) -> bool:
     existing file keeps its mode (and owner, where we may set it).
     """
     parent, leaf = open_parent(loc, create=True)
-    tmp = f".{leaf[:200]}.norma-{uuid.uuid4().hex[:12]}.tmp"
+    tmp = f".{leaf[:200]}.norma-{os.urandom(6).hex()}.tmp"
     try:
         try:
             old: os.stat_result | None = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
