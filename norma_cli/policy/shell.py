@@ -118,31 +118,62 @@ def _parse(command: str, depth: int) -> ShellScript:
     return parse_tree(command, depth)
 
 
-# A line made only of these characters has no quoting, expansion, redirection, grouping or
-# comment: bash splits it on blanks and on the list/pipe operators, nothing else. Such lines
-# (most agent commands) skip the tree-sitter parse; anything else takes the full path.
-_SIMPLE_LINE = re.compile(r"[A-Za-z0-9_./:=@%+,\- \t\n|&;]*")
-_SIMPLE_OPERATORS = re.compile(r"(&&|\|\||\|&|[|;&\n])")
+# A line made only of these characters — plus single-quoted strings, and double-quoted ones
+# without ``$``, backquote or backslash (bash takes both literally) — has no expansion,
+# redirection, grouping or comment: bash splits it on blanks and on the list/pipe operators,
+# nothing else. Such lines (most agent commands) skip the tree-sitter parse; anything else
+# takes the full path.
+_SAFE = r"A-Za-z0-9_./:=@%+,\-"
+_QUOTED = r"'[^'\n]*'|\"[^\"$`\\\n]*\""
+_SIMPLE_LINE = re.compile(rf"(?:[{_SAFE} \t\n|&;]|{_QUOTED})*")
+_TOKEN = re.compile(rf"(&&|\|\||\|&|[|;&\n])|([ \t]+)|((?:[{_SAFE}]|{_QUOTED})+)")
+_PIECE = re.compile(rf"[{_SAFE}]+|{_QUOTED}")
 _KEYWORDS = "if then else elif fi case esac for select while until do done in function time coproc"
 _RESERVED = frozenset(_KEYWORDS.split())
 _PIPES = frozenset({"|", "|&"})
 APPEND_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+=")
 
 
+def _unquote(word: str) -> str:
+    return "".join(p[1:-1] if p[0] in "'\"" else p for p in _PIECE.findall(word))
+
+
+def _simple_commands(command: str) -> list[tuple[str | None, str, list[str], bool, str | None]]:
+    """Split a plain line into (operator before, text, words, any word quoted, operator after)."""
+    out: list[tuple[str | None, str, list[str], bool, str | None]] = []
+    words: list[str] = []
+    quoted = False
+    start = end = -1
+    before: str | None = None
+    for m in _TOKEN.finditer(command):
+        op, _, word = m.groups()
+        if word is not None:
+            if start < 0:
+                start = m.start()
+            end = m.end()
+            if "'" in word or '"' in word:
+                quoted = True
+                word = _unquote(word)
+            words.append(word)
+        elif op is not None:
+            out.append((before, command[start:end] if start >= 0 else "", words, quoted, op))
+            words, quoted, start, before = [], False, -1, op
+    out.append((before, command[start:end] if start >= 0 else "", words, quoted, None))
+    return out
+
+
 def _parse_simple(command: str, depth: int) -> ShellScript | None:
     """The fast path for simple lines; None sends the line to tree-sitter."""
     if not _SIMPLE_LINE.fullmatch(command):
         return None
-    parts = _SIMPLE_OPERATORS.split(command)
     walker = Recorder(depth)
-    for i in range(0, len(parts), 2):
-        before = parts[i - 1] if i else None
-        after = parts[i + 1] if i + 1 < len(parts) else None
-        words = parts[i].split()
+    for before, text, words, quoted, after in _simple_commands(command):
         if not words:
             if before in (None, "\n", ";", "&") and after in (None, "\n"):
                 continue  # an empty line, or a trailing terminator
             return None  # a syntax error: let tree-sitter say so
+        if quoted and any(w in _RESERVED or "=" in w for w in words):
+            return None  # quoted keywords or assignment-like words: let tree-sitter decide
         while words and ASSIGNMENT_RE.match(words[0]):
             name, value = words.pop(0).split("=", 1)
             walker.assign(name, value)
@@ -153,9 +184,7 @@ def _parse_simple(command: str, depth: int) -> ShellScript | None:
         if words[0] in _RESERVED:
             return None
         scoped = before in _PIPES or after in _PIPES or after == "&"
-        walker.emit(
-            parts[i].strip(), tuple(words), guessed=False, scoped=functools.partial(bool, scoped)
-        )
+        walker.emit(text, tuple(words), guessed=False, scoped=functools.partial(bool, scoped))
     return walker.script(command)
 
 
