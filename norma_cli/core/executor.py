@@ -421,7 +421,8 @@ class Executor:
                             max_workers=max_concurrency, thread_name_prefix="norma-call"
                         )
                     for start in range(i, j, BATCH_CHUNK):
-                        yield from self._run_chunk(pool, calls[start : min(j, start + BATCH_CHUNK)])
+                        chunk = calls[start : min(j, start + BATCH_CHUNK)]
+                        yield from self._run_chunk(pool, chunk, max_concurrency)
                     i = j
                 else:  # one exclusive call, or a group that may not run in parallel
                     end = max(j, i + 1)
@@ -432,22 +433,33 @@ class Executor:
             if pool is not None:
                 pool.shutdown(wait=True)
 
-    def _run_chunk(self, pool: Any, chunk: Sequence[ToolCall]) -> list[ToolResult]:
-        futures = [pool.submit(self._run_deferred, call) for call in chunk]
-        done: list[tuple[ToolResult, list[TraceRecord]]] = []
+    def _run_chunk(
+        self, pool: Any, chunk: Sequence[ToolCall], max_workers: int
+    ) -> list[ToolResult]:
+        # One task per worker, each taking the next call of the chunk until none is left: no
+        # hand-off per call (it costs more than a small call), and a slow call never holds
+        # back calls that another worker could run.
+        done: list[tuple[ToolResult, list[TraceRecord]] | None] = [None] * len(chunk)
+        indexes = iter(range(len(chunk)))  # next() on it is atomic under the GIL
+
+        def work() -> None:
+            for i in indexes:
+                done[i] = self._run_deferred(chunk[i])
+
+        futures = [pool.submit(work) for _ in range(min(max_workers, len(chunk)))]
         try:
             for future in futures:
-                done.append(future.result())
+                future.result()
         finally:  # even when interrupted: every call that ran keeps its record
-            for future in futures[len(done) :]:
+            for future in futures:
                 try:
-                    done.append(future.result())
+                    future.result()
                 except BaseException:  # its own run() recorded it; keep collecting the others
                     continue
-            records = [rec for _, recs in done for rec in recs]
+            records = [rec for item in done if item is not None for rec in item[1]]
             if records and self.store is not None:
                 self.store.append_traces(records)
-        return [result for result, _ in done]
+        return [item[0] for item in done if item is not None]
 
     def _run_deferred(self, call: ToolCall) -> tuple[ToolResult, list[TraceRecord]]:
         sink: list[TraceRecord] = []
