@@ -466,3 +466,29 @@ def test_an_untrusted_projects_stricter_mode_beats_the_agents_mode(
         '{"file_path": "w.txt", "content": "c"}',
     )
     assert proc.returncode == 3 and "plan mode" in proc.stdout and not (tmp_path / "w.txt").exists()
+
+
+def test_agent_option_on_tools_list_and_policy_check(norma: RunNorma, tmp_path: Path) -> None:
+    import json as _json
+
+    cfg = write_config(tmp_path, AGENTS)
+    listed = _json.loads(
+        norma("--config", str(cfg), "tools", "list", "--agent", "reader", "--json").stdout
+    )
+    assert sorted(t["name"] for t in listed) == ["LS", "Read"]
+    report = norma(
+        "--config", str(cfg), "policy", "check", "Read", "--agent", "reader",
+        "-i", '{"file_path": "secret.txt"}', "--json",
+    )  # fmt: skip
+    assert _json.loads(report.stdout)["decision"] == "deny"
+    plain = norma(
+        "--config",
+        str(cfg),
+        "policy",
+        "check",
+        "Read",
+        "-i",
+        '{"file_path": "secret.txt"}',
+        "--json",
+    )
+    assert _json.loads(plain.stdout)["decision"] == "allow"

@@ -21,14 +21,25 @@ def policy() -> None:
     "-i", "--input", "input_", metavar="JSON|@FILE", help="Tool input as a JSON object, or @FILE."
 )
 @click.option("--arg", "args", multiple=True, metavar="KEY=VALUE", help="One input field.")
+@click.option("--agent", "agent_key", metavar="KEY", help="Agent key (same as the global --agent).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def check(app: Any, *, name: str, input_: str | None, args: tuple[str, ...], as_json: bool) -> None:
+def check(
+    app: Any,
+    *,
+    name: str,
+    input_: str | None,
+    args: tuple[str, ...],
+    agent_key: str | None,
+    as_json: bool,
+) -> None:
     """Show the decision for tool NAME with this input: the stage, the rule and where it came
     from, and for Bash each sub-command's verdict. Nothing runs and nothing is recorded.
     """
     from norma_cli.cli.run import parse_input
 
+    if agent_key is not None:
+        app.options["agent"] = agent_key
     tool_input = parse_input(input_, args)
     report = explain(app.runtime(with_store=False), name, tool_input)
     if as_json:

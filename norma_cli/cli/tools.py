@@ -17,13 +17,18 @@ def tools() -> None:
     "--all", "show_all", is_flag=True, help="Include tools hidden from the model (deferred)."
 )
 @click.option("--explain", is_flag=True, help="Per tool: exists / exposed / callable, and why not.")
+@click.option("--agent", "agent_key", metavar="KEY", help="Agent key (same as the global --agent).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def list_tools(app: Any, *, show_all: bool, explain: bool, as_json: bool) -> None:
+def list_tools(
+    app: Any, *, show_all: bool, explain: bool, agent_key: str | None, as_json: bool
+) -> None:
     """List the tools a model is shown (with --all: every callable tool).
 
     The set depends on --agent, the catalog and the skills invoked (SPEC §8).
     """
+    if agent_key is not None:
+        app.options["agent"] = agent_key
     rt = app.runtime(with_store=False)
     if rt.mcp is not None:
         rt.mcp.load()  # MCP servers never listed yet (the others: their last recorded listing)
