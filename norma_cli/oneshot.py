@@ -418,6 +418,9 @@ def main() -> None:
             lambda: run_one(app, fast.name, fast.input, tuple(fast.args), fast.dry_run, fast.text),
         )
 
+    def close() -> int:
+        app.close()
+        return 0
+
     code = guarded(body, verbose)
-    app.close()
-    sys.exit(code)
+    sys.exit(code or guarded(close, verbose))

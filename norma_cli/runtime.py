@@ -249,6 +249,8 @@ class Runtime:
             self._session_started = True
         elif not self._session_started:
             return
+        if event == "end" and self.store.failed is not None:
+            return  # the store already failed this run, and that failure was reported
         self.store.record_activity(
             session_id=s.id, event=event, reason=reason, agent=s.agent, cwd=str(s.cwd)
         )

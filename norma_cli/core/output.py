@@ -98,9 +98,13 @@ class SpillWriter:
         return SpillInfo(str(self._final), self._sha.hexdigest(), self.chars, self.bytes)
 
     def abort(self) -> None:
+        """Drop the half-written spill file (also when the disk is full: closing may fail)."""
         if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+            fh, self._fh = self._fh, None
+            try:
+                fh.close()
+            except OSError:
+                pass
             self._tmp.unlink(missing_ok=True)
 
 
@@ -128,17 +132,26 @@ class OutputCapper:
         total = sum(len(b.text) for b in output.content if b.type == "text")
         if total <= self.max_chars:
             return output
-        writer = self.writer(prefix)
+        texts = [b.text for b in output.content if b.type == "text"]
+        note = ""
+        writer: SpillWriter | None = None
         try:
-            for block in output.content:
-                if block.type == "text":
-                    writer.write(block.text)
+            writer = self.writer(prefix)
+            for text in texts:
+                writer.write(text)
             spill = writer.close(keep=True)
-        except OSError:
-            writer.abort()
-            raise
+        except OSError as exc:  # a full disk: the model still gets the head, and is told why
+            if writer is not None:
+                writer.abort()
+            writer = SpillWriter(None, self.max_chars, prefix)
+            for text in texts:
+                writer.write(text)
+            spill = None
+            note = f" (the full output could not be saved: {exc.strerror or exc})"
+            output.metadata["spill_error"] = str(exc.strerror or exc)
         others = [b for b in output.content if b.type != "text"]
-        capped = ContentBlock("text", text=capped_text(writer.head, writer.chars, spill))
+        body = capped_text(writer.head, writer.chars, spill)
+        capped = ContentBlock("text", text=body[:-1] + note + "]" if note else body)
         output.content = [capped, *others]
         output.metadata[CAPPED] = True
         if spill is not None:

@@ -310,6 +310,7 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot open store {path}: {exc.strerror or exc}") from None
         self._lock = threading.RLock()
+        self.failed: str | None = None  # the first write failure of this process, if any
         self.migrate()
 
     @classmethod
@@ -326,14 +327,26 @@ class Store:
                 raise StoreError(f"store {self.path}: {exc}") from None
             try:
                 yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, sqlite3.Error | StoreError):
+                    self.failed = str(exc)
                 raise
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
+                self.failed = str(exc)
                 raise StoreError(f"store {self.path}: commit failed: {exc}") from None
+
+    def _rollback(self) -> None:
+        # SQLite may already have rolled back itself (a full disk, an I/O error): a second
+        # ROLLBACK would fail and hide the error that matters.
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
