@@ -179,21 +179,44 @@ def _read_arg_file(spec: str) -> str:
         raise UsageError(f"cannot read input file {path}: {reason}") from None
 
 
-def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
-    """``-i JSON`` / ``-i @FILE`` and ``--arg k=v`` → one input object."""
+class BadJSON(ValueError):
+    """Text that is not strict JSON (syntax, nesting too deep, NaN/Infinity, overflow)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise BadJSON(f"{name} is not valid JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise BadJSON(f"number {text} is too large")
+    return value
+
+
+def load_json(text: str) -> Any:
+    """``json.loads``, strictly: JSON has no NaN or Infinity, and depth is bounded."""
     import json
 
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise BadJSON(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise BadJSON("nested too deeply") from None
+
+
+def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
+    """``-i JSON`` / ``-i @FILE`` and ``--arg k=v`` → one input object."""
     from norma_cli.errors import UsageError
 
     tool_input: dict[str, Any] = {}
     if raw is not None:
         text = _read_arg_file(raw) if raw.startswith("@") else raw
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-            ) from None
+            value = load_json(text)
+        except BadJSON as exc:
+            raise UsageError(f"input is not valid JSON: {exc}") from None
         if not isinstance(value, dict):
             raise UsageError(f"input must be a JSON object, got {type(value).__name__}")
         tool_input.update(value)
@@ -202,16 +225,14 @@ def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
         if not sep or not key:
             raise UsageError(f"--arg {item!r}: expected KEY=VALUE")
         try:
-            tool_input[key] = json.loads(value_text)
-        except json.JSONDecodeError:
+            tool_input[key] = load_json(value_text)
+        except BadJSON:
             tool_input[key] = value_text
     return tool_input
 
 
 def read_calls(spec: str) -> list[ToolCall]:
     """Parse a JSONL batch up front: a malformed line runs nothing and names the line."""
-    import json
-
     from norma_cli.errors import UsageError
 
     if spec == "-":
@@ -230,9 +251,9 @@ def read_calls(spec: str) -> list[ToolCall]:
             continue
         where = f"{source}:{number}"
         try:
-            block = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not valid JSON: {exc.msg}") from None
+            block = load_json(line)
+        except BadJSON as exc:
+            raise UsageError(f"{where}: not valid JSON: {exc}") from None
         call = tool_use_from_block(block, where)
         if call.id in seen:
             raise UsageError(
@@ -245,8 +266,6 @@ def read_calls(spec: str) -> list[ToolCall]:
 
 def tool_use_from_block(block: Any, where: str) -> ToolCall:
     """Accept an Anthropic ``tool_use`` block or an OpenAI tool call."""
-    import json
-
     from norma_cli.core.contract import ToolCall
     from norma_cli.errors import UsageError
 
@@ -258,11 +277,9 @@ def tool_use_from_block(block: Any, where: str) -> ToolCall:
         raw_args = fn.get("arguments", "{}") if isinstance(fn, dict) else None
         if isinstance(raw_args, str):
             try:
-                args = json.loads(raw_args or "{}")
-            except json.JSONDecodeError as exc:
-                raise UsageError(
-                    f"{where}: function.arguments is not valid JSON: {exc.msg}"
-                ) from None
+                args = load_json(raw_args or "{}")
+            except BadJSON as exc:
+                raise UsageError(f"{where}: function.arguments is not valid JSON: {exc}") from None
         else:
             args = raw_args
         dialect = "openai"

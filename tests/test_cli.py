@@ -305,3 +305,36 @@ def test_trace_row_written_for_one_shot(
     db = Path(os.environ["NORMA_HOME"]) / "norma.db"
     rows = sqlite3.connect(db).execute("SELECT tool, decision, status FROM traces").fetchall()
     assert rows == [("Read", "allow", "completed")]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"file_path": "a.txt", "limit": 1e400}', "too large"),
+        ('{"file_path": "a.txt", "offset": NaN}', "NaN is not valid JSON"),
+        ('{"file_path": "a.txt", "offset": -Infinity}', "Infinity is not valid JSON"),
+    ],
+)
+def test_hostile_json_is_exit_2_one_line(
+    norma: RunNorma, tmp_path: Path, raw: str, message: str
+) -> None:
+    (tmp_path / "in.json").write_text(raw)
+    proc = norma("run", "Read", "-i", "@in.json")
+    assert proc.returncode == 2 and message in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    (tmp_path / "calls.jsonl").write_text(
+        f'{{"type": "tool_use", "id": "a", "name": "Read", "input": {raw}}}\n'
+    )
+    proc = norma("run", "--calls", "calls.jsonl")
+    assert proc.returncode == 2 and "calls.jsonl:1" in proc.stderr and message in proc.stderr
+
+
+def test_nul_byte_in_a_path_is_refused_cleanly(norma: RunNorma) -> None:
+    proc = norma("run", "Read", "-i", '{"file_path": "a\\u0000b"}')
+    assert proc.returncode == 3
+    res = results(proc.stdout)[0]
+    assert (
+        "NUL byte" in res["content"][0]["text"]
+        and "internal error" not in res["content"][0]["text"]
+    )

@@ -37,6 +37,7 @@ from norma_cli.core.output import SPILL, OutputCapper
 from norma_cli.core.permission import PermissionEngine
 from norma_cli.core.registry import ToolRegistry
 from norma_cli.core.schema import InvalidSchema, SchemaCache, SchemaIssue
+from norma_cli.errors import NormaError
 from norma_cli.store.sqlite import Store, TraceRecord
 
 if TYPE_CHECKING:
@@ -187,7 +188,10 @@ class Executor:
         trail.add("validated", by="schema")
 
         # 4. permission
-        decision = self.engine.evaluate(tool, tool_input, ctx)
+        try:
+            decision = self.engine.evaluate(tool, tool_input, ctx)
+        except NormaError as exc:  # input no rule can judge (a NUL in a path): refused
+            decision = Decision.deny("input", str(exc))
         trail.add(
             "permission",
             by=decision.stage,

@@ -21,9 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from norma_cli.core.contract import CallContext, Decision, Tool
+from norma_cli.errors import NormaError
 from norma_cli.policy.rules import RuleSet
 
 PluginOpinion = Callable[[Tool, dict[str, Any], CallContext], Decision | None]
+
+
+class BadPath(NormaError):
+    """A path no file system could hold (a NUL byte): refused, never resolved."""
 
 
 def resolve_path(raw: str, ctx: CallContext) -> Path:
@@ -33,6 +38,8 @@ def resolve_path(raw: str, ctx: CallContext) -> Path:
     """
     hit = ctx.resolved.get(raw)
     if hit is None:
+        if "\x00" in raw:
+            raise BadPath(f"path {raw!r} contains a NUL byte")
         joined = os.path.join(str(ctx.cwd), os.path.expanduser(raw))
         hit = ctx.resolved[raw] = Path(os.path.realpath(joined))
     return hit
