@@ -75,3 +75,29 @@ def test_spill_on_a_full_disk_still_gives_the_head(
         and res["norma"]["spill"] is None
     )
     assert not [p for p in (small_disk / "spill").iterdir() if p.name.startswith(".spill-")]
+
+
+def test_bash_output_on_a_full_disk_still_gives_the_head(
+    norma: RunNorma, tmp_path: Path, small_disk: Path
+) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[output]\nspill_dir = "{small_disk / "spill"}"\nmax_chars = 1000\n')
+    fill(small_disk)
+    proc = norma(
+        "--config",
+        str(cfg),
+        "--allow",
+        "Bash(seq:*)",
+        "run",
+        "Bash",
+        "-i",
+        '{"command": "seq 1 100000"}',
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [res] = results(proc.stdout)
+    text = res["content"][0]["text"]
+    assert (
+        text.startswith("1\n2\n3\n")
+        and "could not be saved" in text
+        and res["norma"]["spill"] is None
+    )

@@ -37,7 +37,9 @@ class SpillWriter:
     """Streams text to a spill file while keeping only the first ``head_chars`` in memory.
 
     The file is written under a temporary name and renamed on ``close`` so a reader never sees
-    a half-written spill; the digest covers exactly the bytes on disk (UTF-8).
+    a half-written spill; the digest covers exactly the bytes on disk (UTF-8). When the disk
+    refuses (full, read-only), the file is dropped, ``error`` says why, and the head is still
+    kept: the caller reports a truncated output instead of failing a call that already ran.
     """
 
     def __init__(self, spill_dir: Path | None, head_chars: int, prefix: str = "out") -> None:
@@ -49,14 +51,19 @@ class SpillWriter:
         self._sha = hashlib.sha256()
         self._fh: Any = None
         self._final: Path | None = None
+        self._tmp: Path | None = None
+        self.error: str | None = None
         if spill_dir is not None:
-            spill_dir.mkdir(parents=True, exist_ok=True)
-            import tempfile
+            try:
+                spill_dir.mkdir(parents=True, exist_ok=True)
+                import tempfile
 
-            self._final = spill_dir / f"{prefix}-{os.urandom(16).hex()}.txt"
-            fd, tmp = tempfile.mkstemp(dir=spill_dir, prefix=".spill-")
-            self._tmp = Path(tmp)
-            self._fh = os.fdopen(fd, "wb")
+                self._final = spill_dir / f"{prefix}-{os.urandom(16).hex()}.txt"
+                fd, tmp = tempfile.mkstemp(dir=spill_dir, prefix=".spill-")
+                self._tmp = Path(tmp)
+                self._fh = os.fdopen(fd, "wb")
+            except OSError as exc:
+                self.error = exc.strerror or str(exc)
 
     def write(self, text: str) -> None:
         if not text:
@@ -70,7 +77,10 @@ class SpillWriter:
         self.bytes += len(data)
         self._sha.update(data)
         if self._fh is not None:
-            self._fh.write(data)
+            try:
+                self._fh.write(data)
+            except OSError as exc:
+                self._fail(exc)
 
     @property
     def head(self) -> str:
@@ -84,37 +94,55 @@ class SpillWriter:
         """Finish the file. Kept only if the output went over the cap (or ``keep`` says so)."""
         if self._fh is None:
             return None
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        self._fh = None
         if keep is None:
             keep = self.over_cap
+        fh = self._fh
+        try:
+            fh.flush()
+            if keep:
+                os.fsync(fh.fileno())
+            fh.close()
+            self._fh = None
+        except OSError as exc:
+            self._fail(exc)
+            return None
+        assert self._tmp is not None and self._final is not None
         if not keep:
             self._tmp.unlink(missing_ok=True)
             return None
-        assert self._final is not None
-        os.replace(self._tmp, self._final)
+        try:
+            os.replace(self._tmp, self._final)
+        except OSError as exc:
+            self._fail(exc)
+            return None
         return SpillInfo(str(self._final), self._sha.hexdigest(), self.chars, self.bytes)
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = self.error or exc.strerror or str(exc)
+        self.abort()
 
     def abort(self) -> None:
         """Drop the half-written spill file (also when the disk is full: closing may fail)."""
-        if self._fh is not None:
-            fh, self._fh = self._fh, None
+        fh, self._fh = self._fh, None
+        if fh is not None:
             try:
                 fh.close()
             except OSError:
                 pass
+        if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
 
 
-def capped_text(head: str, total_chars: int, spill: SpillInfo | None) -> str:
+def capped_text(
+    head: str, total_chars: int, spill: SpillInfo | None, error: str | None = None
+) -> str:
     if spill is not None:
         return (
             f"{head}\n\n[output capped: showing the first {len(head):,} of {total_chars:,} characters; "
             f"full output in {spill.path} (sha256 {spill.sha256})]"
         )
-    return f"{head}\n\n[output truncated: showing the first {len(head):,} of {total_chars:,} characters]"
+    lost = f" (the full output could not be saved: {error})" if error else ""
+    return f"{head}\n\n[output truncated: showing the first {len(head):,} of {total_chars:,} characters{lost}]"
 
 
 class OutputCapper:
@@ -132,26 +160,17 @@ class OutputCapper:
         total = sum(len(b.text) for b in output.content if b.type == "text")
         if total <= self.max_chars:
             return output
-        texts = [b.text for b in output.content if b.type == "text"]
-        note = ""
-        writer: SpillWriter | None = None
-        try:
-            writer = self.writer(prefix)
-            for text in texts:
-                writer.write(text)
-            spill = writer.close(keep=True)
-        except OSError as exc:  # a full disk: the model still gets the head, and is told why
-            if writer is not None:
-                writer.abort()
-            writer = SpillWriter(None, self.max_chars, prefix)
-            for text in texts:
-                writer.write(text)
-            spill = None
-            note = f" (the full output could not be saved: {exc.strerror or exc})"
-            output.metadata["spill_error"] = str(exc.strerror or exc)
+        writer = self.writer(prefix)
+        for block in output.content:
+            if block.type == "text":
+                writer.write(block.text)
+        spill = writer.close(keep=True)
+        if writer.error:
+            output.metadata["spill_error"] = writer.error
         others = [b for b in output.content if b.type != "text"]
-        body = capped_text(writer.head, writer.chars, spill)
-        capped = ContentBlock("text", text=body[:-1] + note + "]" if note else body)
+        capped = ContentBlock(
+            "text", text=capped_text(writer.head, writer.chars, spill, writer.error)
+        )
         output.content = [capped, *others]
         output.metadata[CAPPED] = True
         if spill is not None:

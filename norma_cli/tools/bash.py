@@ -346,7 +346,9 @@ class _Sink:
         meta: dict[str, Any] = {CAPPED: True}
         if spill is not None:
             meta[SPILL] = spill
-        return capped_text(_printable(writer.head), writer.chars, spill), meta
+        if writer.error:
+            meta["spill_error"] = writer.error
+        return capped_text(_printable(writer.head), writer.chars, spill, writer.error), meta
 
     def abort(self) -> None:
         if self.writer is not None:
