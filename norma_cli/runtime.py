@@ -104,41 +104,10 @@ class Runtime:
         plugins.register_tools(registry)
         validate_builtins(factories, config, plugins)  # bad [web]/[search]: exit 2 here
 
-        rules = RuleSet(_config_rules(config.layers))
-        rules.extend(plugins.permission_rules())
-        if agent is not None:
-            rules.extend(agent.rules)
-        for behavior, texts in (
-            ("allow", options.allow),
-            ("ask", options.ask),
-            ("deny", options.deny),
-        ):
-            for text in texts:
-                rules.add(Rule.parse(text, behavior, f"--{behavior}"))  # type: ignore[arg-type]
-
-        hooks = HookRunner()
-        plugins.add_event_hooks(hooks)
-        for layer in config.layers:
-            for event, entries in (layer.effective.get("hooks") or {}).items():
-                for i, entry in enumerate(entries):
-                    hooks.add(
-                        CommandHook(
-                            event,
-                            entry["command"],
-                            matcher=entry.get("matcher"),
-                            timeout=float(entry.get("timeout", DEFAULT_TIMEOUT)),
-                            on_error=entry.get("on_error"),
-                            source=layer.source_of(f"hooks.{event}[{i}]"),
-                            cwd=str(cwd),
-                        )
-                    )
-
+        rules = _rules(config, plugins, agent, options)
+        hooks = _hooks(config, plugins, cwd)
         home = data_dir()
-        output = config.data.get("output") or {}
-        spill_dir = (
-            Path(output["spill_dir"]).expanduser() if "spill_dir" in output else home / "outputs"
-        )
-        capper = OutputCapper(int(output.get("max_chars", DEFAULT_MAX_CHARS)), spill_dir)
+        capper = _capper(config, home)
 
         store, store_error = None, None
         if options.with_store:
@@ -303,6 +272,47 @@ class Runtime:
                 self.mcp.close()
             if self.store is not None:
                 self.store.close()
+
+
+def _rules(config: Config, plugins: PluginHost, agent: Any, options: Options) -> RuleSet:
+    """Every rule in force, in source order: config layers, plugins, the agent, the flags."""
+    rules = RuleSet(_config_rules(config.layers))
+    rules.extend(plugins.permission_rules())
+    if agent is not None:
+        rules.extend(agent.rules)
+    for behavior, texts in (("allow", options.allow), ("ask", options.ask), ("deny", options.deny)):
+        for text in texts:
+            rules.add(Rule.parse(text, behavior, f"--{behavior}"))  # type: ignore[arg-type]
+    return rules
+
+
+def _hooks(config: Config, plugins: PluginHost, cwd: Path) -> HookRunner:
+    """Plugin hooks first (registration order), then command hooks from the config layers."""
+    hooks = HookRunner()
+    plugins.add_event_hooks(hooks)
+    for layer in config.layers:
+        for event, entries in (layer.effective.get("hooks") or {}).items():
+            for i, entry in enumerate(entries):
+                hooks.add(
+                    CommandHook(
+                        event,
+                        entry["command"],
+                        matcher=entry.get("matcher"),
+                        timeout=float(entry.get("timeout", DEFAULT_TIMEOUT)),
+                        on_error=entry.get("on_error"),
+                        source=layer.source_of(f"hooks.{event}[{i}]"),
+                        cwd=str(cwd),
+                    )
+                )
+    return hooks
+
+
+def _capper(config: Config, home: Path) -> OutputCapper:
+    output = config.data.get("output") or {}
+    spill_dir = (
+        Path(output["spill_dir"]).expanduser() if "spill_dir" in output else home / "outputs"
+    )
+    return OutputCapper(int(output.get("max_chars", DEFAULT_MAX_CHARS)), spill_dir)
 
 
 def _config_rules(layers: list[Layer]) -> list[Rule]:
