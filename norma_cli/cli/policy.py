@@ -36,7 +36,7 @@ def check(
     """Show the decision for tool NAME with this input: the stage, the rule and where it came
     from, and for Bash each sub-command's verdict. Nothing runs and nothing is recorded.
     """
-    from norma_cli.cli.run import parse_input
+    from norma_cli.oneshot import parse_input
 
     if agent_key is not None:
         app.options["agent"] = agent_key
