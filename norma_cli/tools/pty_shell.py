@@ -491,6 +491,11 @@ class ShellReadTool(Tool):
                     elif not shell.alive():
                         shell.pump()
                         break
+                if shell.eof:
+                    # The terminal closes while the shell is still exiting: give the kernel a
+                    # moment to make the exit status readable, so the status line is not lost.
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        shell.proc.wait(max(0.0, min(deadline - time.monotonic(), 1.0)))
                 text, more = shell.take_text(read_limit(ctx))
                 dropped, shell.dropped = shell.dropped, 0
         except ShellError as exc:
