@@ -75,6 +75,15 @@ def sleepers(arg: str) -> list[int]:
     return found
 
 
+def in_foreground(pid: int) -> bool:
+    """The process's group is its terminal's foreground group (so Ctrl-C reaches it)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[2] == fields[5]  # pgrp == tpgid
+
+
 def test_shell_keeps_state_between_sends(rt: Runtime, tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     shell = start(rt)
@@ -96,6 +105,9 @@ def test_ctrl_c_interrupts_and_close_ends_every_process(rt: Runtime) -> None:
     deadline = time.monotonic() + 10
     while not (sleepers("3301") and sleepers("3302")) and time.monotonic() < deadline:
         time.sleep(0.05)
+    # bash hands the terminal to the new job just after it starts: wait for that, as a user would
+    while not all(map(in_foreground, sleepers("3302"))) and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert (
         run(rt, "ShellSend", shell_id=shell, input="\x03").exit_code() == 0
     )  # Ctrl-C alone: no approval
