@@ -88,19 +88,21 @@ def run_batch(
     rt.session.start()
     severity = {3: 3, 4: 2, 1: 1, 0: 0}
     worst = 0
-    results = (
-        (rt.executor.decide(c) for c in batch)
+    chunks = (
+        ([rt.executor.decide(c)] for c in batch)
         if dry_run
-        else rt.executor.iter_batch(batch, max_concurrency)
+        else rt.executor.iter_batch_chunks(batch, max_concurrency)
     )
-    for result in results:
-        emit(result, text_only)
-        code = result.exit_code()
-        if code == 4 and result.meta.pending_id:
-            pid = result.meta.pending_id
-            sys.stderr.write(f"norma: pending approval {pid}: norma approve {pid}\n")
-        if severity[code] > severity[worst]:
-            worst = code
+    for chunk in chunks:  # a chunk's results are recorded together; print them, then flush
+        for result in chunk:
+            emit(result, text_only)
+            code = result.exit_code()
+            if code == 4 and result.meta.pending_id:
+                pid = result.meta.pending_id
+                sys.stderr.write(f"norma: pending approval {pid}: norma approve {pid}\n")
+            if severity[code] > severity[worst]:
+                worst = code
+        sys.stdout.flush()
     return worst
 
 
@@ -112,7 +114,6 @@ def emit(result: ToolResult, text_only: bool) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
         sys.stdout.write(json.dumps(result.to_wire(), ensure_ascii=False, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def finish(app: App, body: Any) -> int:

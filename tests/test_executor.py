@@ -636,6 +636,36 @@ def test_batch_of_1000_mixed_calls_in_order_with_overlap(tmp_path: Path) -> None
     assert count == 1000
 
 
+class Quick(Tool):
+    name = "Quick"
+    description = "returns at once and notes the thread it ran on"
+    read_only = True
+    concurrency_safe = True
+    input_schema = {"type": "object", "properties": {"i": {"type": "integer"}}}
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
+        self.threads.append(threading.current_thread().name)
+        return ToolOutput.text(str(tool_input["i"]))
+
+
+def test_batch_runs_quick_calls_inline_and_waiting_calls_in_parallel(tmp_path: Path) -> None:
+    quick, sleepy = Quick(), Sleepy()
+    ex = make(tmp_path, quick, sleepy)
+    calls = [ToolCall(f"id{i}", "Quick" if i % 2 else "Sleepy", {"i": i}) for i in range(4 * 64)]
+    results = ex.run_batch(calls, max_concurrency=8)
+    assert [r.tool_use_id for r in results] == [c.id for c in calls]
+    assert [r.text() for r in results] == [str(i) for i in range(4 * 64)]
+    # unknown at first, so the first chunk's quick calls went to the pool; then inline
+    main = threading.current_thread().name
+    assert quick.threads[:32].count(main) < 32 and set(quick.threads[32:]) == {main}
+    assert sleepy.peak > 1  # calls that wait still overlap
+    rows = sqlite3.connect(tmp_path / "norma.db").execute("SELECT count(*) FROM traces")
+    assert rows.fetchone()[0] == 4 * 64
+
+
 def test_every_call_leaves_one_trace_row(tmp_path: Path) -> None:
     ex = make(tmp_path, Recorder(), rules=[Rule.parse("Record", "deny", "cfg:1")])
     ex.run(ToolCall("a", "Record", {"path": "/a"}))

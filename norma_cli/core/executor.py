@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from norma_cli.policy.intercept import Guard
 
 BATCH_CHUNK = 64  # parallel calls whose traces share one commit
+# A batch runs a concurrency-safe tool's calls inline while its recent calls took less than
+# this; a thread pool only helps calls that wait, and costs more than it gives to quick ones.
+INLINE_S = 0.001
 
 # (tool, call, decision, ctx) -> the final allow/deny (or an ask left pending, with pending_id)
 AskResolver = Callable[[Tool, ToolCall, Decision, CallContext], Decision]
@@ -101,6 +104,7 @@ class Executor:
         self.guard = guard  # SPEC §9 interception, between the permission decision and the call
         self._defaults: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._local = threading.local()  # per-thread trace sink while a batch chunk runs
+        self._cost: dict[str, float] = {}  # recent seconds per call, by tool (batch scheduling)
 
     # ------------------------------------------------------------------ one call
     def run(self, call: ToolCall) -> ToolResult:
@@ -403,55 +407,72 @@ class Executor:
     def iter_batch(
         self, calls: Sequence[ToolCall], max_concurrency: int = 8
     ) -> Iterator[ToolResult]:
-        """Consecutive concurrency-safe calls run in parallel (bounded); others run alone.
+        """Consecutive concurrency-safe calls may run in parallel (bounded); others run alone.
 
-        Results are yielded in input order, each paired with its call's id. Parallel calls run
-        in chunks whose traces are committed together (one transaction per chunk) *before* the
-        chunk's results are yielded: no result is ever emitted without its durable record, and
-        an interrupted batch still records every call that ran.
+        Results are yielded in input order, each paired with its call's id. Concurrency-safe
+        calls run in chunks whose traces are committed together (one transaction per chunk)
+        *before* the chunk's results are yielded: no result is ever emitted without its durable
+        record, and an interrupted batch still records every call that ran.
         """
+        for chunk in self.iter_batch_chunks(calls, max_concurrency):
+            yield from chunk
+
+    def iter_batch_chunks(
+        self, calls: Sequence[ToolCall], max_concurrency: int = 8
+    ) -> Iterator[list[ToolResult]]:
+        """``iter_batch``, a committed chunk at a time (so a writer can flush once per chunk)."""
         i = 0
-        pool = None
+        pool: list[Any] = []  # the worker pool, made on first need
         try:
             while i < len(calls):
                 j = i
                 while j < len(calls) and self._concurrency_safe(calls[j]):
                     j += 1
                 if j - i >= 2 and max_concurrency > 1:
-                    if pool is None:
-                        from concurrent.futures import ThreadPoolExecutor
-
-                        pool = ThreadPoolExecutor(
-                            max_workers=max_concurrency, thread_name_prefix="norma-call"
-                        )
                     for start in range(i, j, BATCH_CHUNK):
                         chunk = calls[start : min(j, start + BATCH_CHUNK)]
-                        yield from self._run_chunk(pool, chunk, max_concurrency)
+                        yield self._run_chunk(pool, chunk, max_concurrency)
                     i = j
                 else:  # one exclusive call, or a group that may not run in parallel
                     end = max(j, i + 1)
                     for k in range(i, end):
-                        yield self.run(calls[k])
+                        yield [self.run(calls[k])]
                     i = end
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True)
+            if pool:
+                pool[0].shutdown(wait=True)
 
     def _run_chunk(
-        self, pool: Any, chunk: Sequence[ToolCall], max_workers: int
+        self, pool: list[Any], chunk: Sequence[ToolCall], max_workers: int
     ) -> list[ToolResult]:
-        # One task per worker, each taking the next call of the chunk until none is left: no
-        # hand-off per call (it costs more than a small call), and a slow call never holds
-        # back calls that another worker could run.
+        # Threads only pay for calls that wait (a subprocess, the network, a slow disk): under
+        # the GIL a call that merely computes runs slower in a pool than inline. So calls of a
+        # tool whose recent calls were quick run here, in order; the others go to the pool,
+        # one task per worker taking the next call until none is left (no hand-off per call),
+        # so a slow call never holds back calls another worker could run.
         done: list[tuple[ToolResult, list[TraceRecord]] | None] = [None] * len(chunk)
-        indexes = iter(range(len(chunk)))  # next() on it is atomic under the GIL
+        slow = [i for i, call in enumerate(chunk) if self._cost.get(call.name, 1.0) > INLINE_S]
+        futures = []
+        if slow:
+            if not pool:
+                from concurrent.futures import ThreadPoolExecutor
 
-        def work() -> None:
-            for i in indexes:
-                done[i] = self._run_deferred(chunk[i])
+                pool.append(
+                    ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="norma-call")
+                )
+            indexes = iter(slow)  # next() on it is atomic under the GIL
 
-        futures = [pool.submit(work) for _ in range(min(max_workers, len(chunk)))]
+            def work() -> None:
+                for i in indexes:
+                    done[i] = self._run_deferred(chunk[i])
+
+            futures = [pool[0].submit(work) for _ in range(min(max_workers, len(slow)))]
         try:
+            if len(slow) < len(chunk):
+                is_slow = set(slow)
+                for i in range(len(chunk)):
+                    if i not in is_slow:
+                        done[i] = self._run_deferred(chunk[i])
             for future in futures:
                 future.result()
         finally:  # even when interrupted: every call that ran keeps its record
@@ -468,10 +489,14 @@ class Executor:
     def _run_deferred(self, call: ToolCall) -> tuple[ToolResult, list[TraceRecord]]:
         sink: list[TraceRecord] = []
         self._local.sink = sink
+        started = time.perf_counter()
         try:
             return self.run(call), sink
         finally:
             self._local.sink = None
+            took = time.perf_counter() - started
+            seen = self._cost.get(call.name)  # a running mean that follows recent calls
+            self._cost[call.name] = took if seen is None else 0.75 * seen + 0.25 * took
 
     def _concurrency_safe(self, call: ToolCall) -> bool:
         tool = self.registry.get(call.name)
