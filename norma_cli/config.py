@@ -16,11 +16,11 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from norma_cli.core.modes import MODE_STRICTNESS
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError
 
 PROJECT_FILE = Path(".norma") / "config.toml"
@@ -69,7 +69,7 @@ def system_config_path() -> Path:
     return Path(platformdirs.site_config_dir("norma", appauthor=False)) / "config.toml"
 
 
-@dataclass
+@record
 class Layer:
     """One configuration file (or the CLI flags), with what is needed to cite its lines."""
 
@@ -101,7 +101,7 @@ class Layer:
         return f"{self.path}:{line}" if line else str(self.path)
 
 
-@dataclass
+@record
 class Config:
     """The merged configuration plus the layers it came from."""
 

@@ -8,10 +8,10 @@ schema by the tests.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from norma_cli.core.modes import MODES
+from norma_cli.core.record import record
 from norma_cli.errors import ConfigError
 
 
@@ -33,7 +33,7 @@ class Fail:
         raise ConfigError(f"{where}: {path}: {message}")
 
 
-@dataclass
+@record
 class Scalar(Spec):
     kind: type | tuple[type, ...]
     label: str
@@ -66,7 +66,7 @@ def _tname(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-@dataclass
+@record
 class ListOf(Spec):
     item: Spec
 
@@ -77,7 +77,7 @@ class ListOf(Spec):
             self.item.check(item, f"{path}[{i}]", fail)
 
 
-@dataclass
+@record
 class Table(Spec):
     keys: dict[str, Spec]
     required: tuple[str, ...] = ()
@@ -98,7 +98,7 @@ class Table(Spec):
                 fail(path, f"missing required key {key!r}")
 
 
-@dataclass
+@record
 class MapOf(Spec):
     """A table whose keys are names chosen by the user (agents, servers, providers)."""
 

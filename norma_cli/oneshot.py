@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.modes import MODES
+from norma_cli.core.record import field, record
 
 if TYPE_CHECKING:
     from norma_cli.core.contract import ToolCall, ToolResult
@@ -111,9 +111,15 @@ def emit(result: ToolResult, text_only: bool) -> None:
 
     if text_only:
         text = result.text()
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        line = text if text.endswith("\n") else text + "\n"
     else:
-        sys.stdout.write(json.dumps(result.to_wire(), ensure_ascii=False, default=str) + "\n")
+        line = json.dumps(result.to_wire(), ensure_ascii=False, default=str) + "\n"
+    try:
+        sys.stdout.write(line)  # encoded whole before any byte is written
+    except UnicodeEncodeError:  # a lone surrogate from a tool: print it replaced, not a crash
+        from norma_cli.core.output import printable
+
+        sys.stdout.write(printable(line))
 
 
 def finish(app: App, body: Any) -> int:
@@ -297,7 +303,7 @@ def tool_use_from_block(block: Any, where: str) -> ToolCall:
 
 
 # ----------------------------------------------------------------------------- entry
-@dataclass
+@record
 class FastRun:
     """``norma [globals] run NAME [-i JSON] [--arg K=V]... [flags]`` as read by ``fast_argv``."""
 

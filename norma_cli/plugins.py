@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 GROUP = "norma"
 
 
-@dataclass
+@record
 class PluginInfo:
     name: str
     version: str
@@ -224,7 +224,7 @@ def _as_decision(answer: Any, stage: str, source: str) -> Decision | None:
     raise ValueError(f"unexpected answer {answer!r}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EntryPoint:
     name: str
     value: str

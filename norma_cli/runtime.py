@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from norma_cli.core.executor import Executor
 from norma_cli.core.hooks import DEFAULT_TIMEOUT, CommandHook, HookRunner
 from norma_cli.core.output import DEFAULT_MAX_CHARS, OutputCapper
 from norma_cli.core.permission import PermissionEngine
+from norma_cli.core.record import field, record
 from norma_cli.core.registry import ToolRegistry
 from norma_cli.errors import ConfigError, StoreError, UsageError
 from norma_cli.plugins import PluginHost
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from norma_cli.policy.intercept import ApprovalDesk, Guard
 
 
-@dataclass
+@record
 class Options:
     """Everything the command line can say about how to build the runtime."""
 
@@ -51,7 +51,7 @@ class Options:
     plugins: tuple[tuple[str, Any], ...] = ()
 
 
-@dataclass
+@record
 class Runtime:
     options: Options
     config: Config

@@ -10,10 +10,10 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.core.record import field, record
 from norma_cli.errors import UsageError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-@dataclass
+@record
 class Session:
     id: str
     cwd: Path

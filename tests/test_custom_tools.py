@@ -307,3 +307,19 @@ def test_http_needs_a_non_empty_schema(norma: RunNorma, tmp_path: Path) -> None:
     proc = norma(*cfg, "tools", "list")
     assert proc.returncode == 2 and "needs an input_schema with properties" in proc.stderr
     assert "norma.toml:2" in proc.stderr
+
+
+def test_a_lone_surrogate_in_a_result_is_printed_replaced(norma: RunNorma, tmp_path: Path) -> None:
+    script = 'print(\'{"t": "a\\\\ud800b"}\')'  # JSON text holding an escaped lone surrogate
+    cfg = config(
+        tmp_path,
+        f"""
+[[custom_tools]]
+name = "odd"
+kind = "script"
+exec = {toml_str(script)}
+""",
+    )
+    proc = norma(*cfg, "--allow", "odd", "run", "odd", "-i", "{}")
+    assert proc.returncode == 0, proc.stderr
+    assert results(proc.stdout)[0]["content"] == [{"type": "json", "json": {"t": "a\ufffdb"}}]

@@ -16,7 +16,6 @@ conversation that ``--resume`` continues.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.agent.messages import Message, Text, ToolResultBlock, ToolUse, unpaired
@@ -24,6 +23,7 @@ from norma_cli.agent.output import Emitter, Outcome
 from norma_cli.agent.progress import Progress
 from norma_cli.agent.providers.base import ModelRequest, ProviderError, ToolSpec, Usage
 from norma_cli.agent.transcript import Transcript
+from norma_cli.core.record import field, record
 
 if TYPE_CHECKING:
     from norma_cli.agent.providers.base import Provider
@@ -41,7 +41,7 @@ rule: change your approach, or say what you could not do and why. When the task 
 answer with a short summary of what you did."""
 
 
-@dataclass
+@record
 class PromptOptions:
     prompt: str
     provider: str | None = None
@@ -54,7 +54,7 @@ class PromptOptions:
     max_concurrency: int = 8
 
 
-@dataclass
+@record
 class Budget:
     """Token use of the whole run (subagents included) against ``--max-tokens-total``."""
 
@@ -65,7 +65,7 @@ class Budget:
         return self.limit is not None and self.used.total >= self.limit
 
 
-@dataclass
+@record
 class LoopContext:
     """What a ``Task`` call needs from the session that made it."""
 
@@ -136,10 +136,10 @@ class AgentLoop:
         rt = self.rt
         history = t.messages()
         resumed = bool(history)
-        for record in t.records:  # a resumed session's usage counts toward its total
-            if record.get("type") == "message" and isinstance(record.get("usage"), dict):
-                self.session_usage.add(Usage(int(record["usage"].get("input_tokens") or 0),
-                                             int(record["usage"].get("output_tokens") or 0)))  # fmt: skip
+        for entry in t.records:  # a resumed session's usage counts toward its total
+            if entry.get("type") == "message" and isinstance(entry.get("usage"), dict):
+                self.session_usage.add(Usage(int(entry["usage"].get("input_tokens") or 0),
+                                             int(entry["usage"].get("output_tokens") or 0)))  # fmt: skip
         previous = t.last("start")
         self.system = (
             self.options.system

@@ -8,13 +8,14 @@ result. Transcripts store it, and each provider module translates it to its own 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from norma_cli.core.record import field, record
 
 Role = Literal["user", "assistant"]
 
 
-@dataclass
+@record
 class Text:
     text: str
 
@@ -22,7 +23,7 @@ class Text:
         return {"type": "text", "text": self.text}
 
 
-@dataclass
+@record
 class ToolUse:
     """A tool call the model made. ``input`` is what the model sent: normally an object, the
     raw text when its arguments were not valid JSON (the executor then refuses the call)."""
@@ -42,7 +43,7 @@ class ToolUse:
         )
 
 
-@dataclass
+@record
 class ToolResultBlock:
     """The paired result of one ToolUse; ``content`` holds norma content blocks (text, json,
     image), ``norma`` the decision metadata of the call (absent for synthetic results)."""
@@ -85,7 +86,7 @@ class ToolResultBlock:
 Block = Text | ToolUse | ToolResultBlock
 
 
-@dataclass
+@record
 class Message:
     role: Role
     content: list[Block] = field(default_factory=list)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
+
+from norma_cli.core.record import field, record
 
 if TYPE_CHECKING:
     from norma_cli.agent.messages import Message, ToolResultBlock, ToolUse
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 OUTPUTS = ("text", "json", "stream-json")
 
 
-@dataclass
+@record
 class Outcome:
     """How a session's run ended."""
 

@@ -17,10 +17,10 @@ allowed unlocks what it gates for the calls after it, as it did in the session;
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.core.record import record
 from norma_cli.errors import UsageError
 
 if TYPE_CHECKING:
@@ -29,14 +29,14 @@ if TYPE_CHECKING:
 FORMATS = ("norma", "anthropic", "openai")
 
 
-@dataclass
+@record
 class RecordedCall:
     tool_use_id: str
     name: str
     input: Any
 
 
-@dataclass
+@record
 class Replayed:
     tool_use_id: str
     tool: str

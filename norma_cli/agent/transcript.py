@@ -21,11 +21,11 @@ import json
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.agent.messages import Message
+from norma_cli.core.record import field, record
 from norma_cli.errors import StoreError, UsageError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def transcript_path(session_dir: Path) -> Path:
     return session_dir / FILE_NAME
 
 
-@dataclass
+@record
 class Transcript:
     path: Path
     session_id: str
@@ -98,14 +98,14 @@ class Transcript:
 
     def messages(self) -> list[Message]:
         out: list[Message] = []
-        for record in self.records:
-            if record.get("type") != "message":
+        for entry in self.records:
+            if entry.get("type") != "message":
                 continue
             try:
-                out.append(Message.from_json(record["message"]))
+                out.append(Message.from_json(entry["message"]))
             except (KeyError, ValueError, TypeError) as exc:
                 self.notes.append(
-                    f"{self.path}: message {record.get('seq')} unreadable ({exc}); skipped"
+                    f"{self.path}: message {entry.get('seq')} unreadable ({exc}); skipped"
                 )
         return out
 

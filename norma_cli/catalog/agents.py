@@ -9,9 +9,9 @@ without ``skills`` every skill. Rules accumulate across config layers, each with
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentSpec:
     name: str
     tools: tuple[str, ...] | None = None

@@ -21,11 +21,11 @@ cannot be read, ``[catalog] on_error`` decides: ``fail`` (default) refuses to ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.catalog.resolve import Candidate, Resolved, resolve
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 HELPERS = ("Skill", "SearchExtraTools", "ExecuteExtraTool")
 
 
-@dataclass
+@record
 class ToolState:
     """One line of ``tools list --explain``: the three states the seed tells apart."""
 
@@ -58,7 +58,7 @@ class ToolState:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Assembly:
     agent: AgentSpec | None
     registry: ToolRegistry

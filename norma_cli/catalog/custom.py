@@ -29,11 +29,11 @@ import json
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.contract import TOOL_NAME_RE, CallContext, Decision, Tool, ToolOutput
+from norma_cli.core.record import field, record, replace
 from norma_cli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CustomToolSpec:
     name: str
     kind: str

@@ -16,11 +16,11 @@ import heapq
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.contract import CallContext, Tool, ToolCall, ToolOutput
+from norma_cli.core.record import record
 
 if TYPE_CHECKING:
     from norma_cli.core.executor import Executor
@@ -69,7 +69,7 @@ def _param_words(name: str) -> tuple[str, ...]:
     return tuple(words(name))  # parameter names repeat across tools: split each once
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Entry:
     name: str
     description: str

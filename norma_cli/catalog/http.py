@@ -10,9 +10,9 @@ The body template renders to JSON (each ``{{param}}`` is JSON-encoded), sent as
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from norma_cli.core.contract import CallContext, ToolOutput
+from norma_cli.core.record import replace
 from norma_cli.errors import ConfigError, NormaError
 
 

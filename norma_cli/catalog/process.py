@@ -11,14 +11,15 @@ import os
 import signal
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from norma_cli.core.record import record
 
 STDERR_TAIL = 2000
 
 
-@dataclass
+@record
 class Finished:
     code: int | None
     stdout: str

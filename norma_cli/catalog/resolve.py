@@ -18,8 +18,9 @@ The result says, per tool, whether the gate refuses it and why, in words ``tools
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from norma_cli.core.record import field, record
 
 if TYPE_CHECKING:
     from norma_cli.catalog.agents import AgentSpec
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from norma_cli.store.catalog_repo import CatalogRow
 
 
-@dataclass
+@record
 class Candidate:
     """A code-defined tool before the catalog is consulted."""
 
@@ -42,7 +43,7 @@ class Candidate:
     operator_row: bool = False  # defined by a `catalog add` row, not by code
 
 
-@dataclass
+@record
 class Resolved:
     name: str
     source: str

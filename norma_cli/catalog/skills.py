@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from norma_cli.core.contract import CallContext, Tool, ToolOutput
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError
 
 SKILL_FILE = "SKILL.md"
@@ -27,7 +27,7 @@ SKILL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MAX_SKILL_BYTES = 1_000_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Skill:
     name: str
     description: str
@@ -161,7 +161,7 @@ def skills_in(folder: Path, origin: str, trusted: bool) -> list[Skill]:
 
 
 # ----------------------------------------------------------------------------- discovery
-@dataclass
+@record
 class SkillSet:
     """All known skills by name, and the notes discovery made (shadowing, trust)."""
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.digest import canonical_json
+from norma_cli.core.record import field, record
 from norma_cli.store.catalog_repo import CatalogRow, CatalogTx, dump_agents, parse_agents
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def code_row(asm: Assembly, name: str, now: float) -> CatalogRow | None:
     )
 
 
-@dataclass
+@record
 class SyncReport:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)  # code digest changed

@@ -517,7 +517,8 @@ def print_explain(asm: Assembly, as_json: bool) -> None:
     states = asm.explain()
     if as_json:
         import json
-        from dataclasses import asdict
+
+        from norma_cli.core.record import asdict
 
         payload = {
             "agent": asm.agent.name if asm.agent else None,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from norma_cli.core.record import field, record
 
 if TYPE_CHECKING:
     from norma_cli.core.output import SpillInfo
@@ -33,7 +34,7 @@ def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, 
 Behavior = Literal["allow", "deny", "ask"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleRef:
     """Which rule decided, and where that rule came from (file:line, CLI flag, plugin)."""
 
@@ -41,7 +42,7 @@ class RuleRef:
     source: str
 
 
-@dataclass
+@record
 class Decision:
     """A permission verdict with the party that reached it.
 
@@ -70,7 +71,7 @@ class Decision:
         return cls("ask", stage, reason, **kw)
 
 
-@dataclass
+@record
 class ContentBlock:
     """One block of a tool result: ``text``, ``json`` or ``image`` (base64 data + media type)."""
 
@@ -90,7 +91,7 @@ class ContentBlock:
         }
 
 
-@dataclass
+@record
 class ToolOutput:
     """What a tool's ``call`` returns. ``metadata`` is for norma (capped flag, engine, ...)."""
 
@@ -111,7 +112,7 @@ class ToolOutput:
         return "".join(b.text for b in self.content if b.type == "text")
 
 
-@dataclass
+@record
 class CallContext:
     """Per-call facts a tool or a rule may consult. Built by the runtime, never by a model."""
 
@@ -195,7 +196,7 @@ class Tool:
         }
 
 
-@dataclass
+@record
 class ToolCall:
     """One ``tool_use``: id, name and input, plus the dialect it arrived in."""
 
@@ -205,7 +206,7 @@ class ToolCall:
     dialect: Literal["anthropic", "openai"] = "anthropic"
 
 
-@dataclass
+@record
 class CallMeta:
     """The ``norma`` object attached to every result."""
 
@@ -235,7 +236,7 @@ class CallMeta:
         }
 
 
-@dataclass
+@record
 class ToolResult:
     """Exactly one paired result per call."""
 

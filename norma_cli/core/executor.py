@@ -11,12 +11,10 @@ to record the trace, which is reported (an unrecorded call must not look like a 
 
 from __future__ import annotations
 
-import inspect
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.core import aioloop
@@ -35,6 +33,7 @@ from norma_cli.core.digest import input_digest
 from norma_cli.core.hooks import HookRunner
 from norma_cli.core.output import SPILL, OutputCapper
 from norma_cli.core.permission import PermissionEngine
+from norma_cli.core.record import field, record
 from norma_cli.core.registry import ToolRegistry
 from norma_cli.core.schema import InvalidSchema, SchemaCache, SchemaIssue
 from norma_cli.errors import NormaError
@@ -54,7 +53,7 @@ AskResolver = Callable[[Tool, ToolCall, Decision, CallContext], Decision]
 Gate = Callable[[str, CallContext], str | None]
 
 
-@dataclass
+@record
 class Trail:
     """The state transitions of one call, in order, with time and deciding party."""
 
@@ -378,7 +377,7 @@ class Executor:
     ) -> ToolOutput:
         try:
             value = tool.call(tool_input, ctx)
-            if inspect.isawaitable(value):
+            if isinstance(value, Awaitable):  # an async tool (inspect would cost its import)
                 value = aioloop.run(_await(value), tool.timeout)
             if not isinstance(value, ToolOutput):
                 from norma_cli.core.functool import to_output

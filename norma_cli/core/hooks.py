@@ -14,8 +14,9 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+from norma_cli.core.record import field, record
 
 if TYPE_CHECKING:
     import subprocess
@@ -50,7 +51,7 @@ def default_on_error(event: str) -> OnError:
     return "block" if event in ("PreToolUse", "UserPromptSubmit") else "ignore"
 
 
-@dataclass
+@record
 class HookOutcome:
     """What one hook said. ``error`` is set when it crashed, timed out or answered garbage."""
 
@@ -283,7 +284,7 @@ class CallableHook(Hook):
             return self.failed(f"unreadable answer: {exc}")
 
 
-@dataclass
+@record
 class PreToolOutcome:
     blocked: bool = False
     reason: str = ""

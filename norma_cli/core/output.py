@@ -9,20 +9,53 @@ holds the whole output in memory.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from norma_cli.core.contract import ContentBlock, ToolOutput
+from norma_cli.core.record import record
 
 DEFAULT_MAX_CHARS = 30_000
 CAPPED = "capped"  # metadata flag: the output was already capped (by a streaming tool)
 SPILL = "spill"  # metadata key holding a SpillInfo
+# A text is encoded this many characters at a time, so spilling one huge block (a tool that
+# returned its output whole) never makes a second, encoded copy of all of it.
+SLICE_CHARS = 1 << 20
+ENCODE_ERRORS = "norma.spill"
 
 
-@dataclass(frozen=True)
+def _encode_errors(exc: UnicodeError) -> tuple[bytes, int]:
+    """Raw bytes that surrogateescape kept (U+DC80..U+DCFF) go back to disk byte-exact; any
+    other lone surrogate (a JSON tool output may hold one) becomes U+FFFD instead of failing
+    a call that already ran."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = bytearray()
+    for ch in exc.object[exc.start : exc.end]:
+        code = ord(ch)
+        out += bytes((code - 0xDC00,)) if 0xDC80 <= code <= 0xDCFF else b"\xef\xbf\xbd"
+    return bytes(out), exc.end
+
+
+codecs.register_error(ENCODE_ERRORS, _encode_errors)
+
+
+def printable(text: str) -> str:
+    """``text`` as valid UTF-8 text: escaped raw bytes and lone surrogates become U+FFFD."""
+    return _encode(text).decode("utf-8", "replace")
+
+
+def _encode(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")  # the fast path, in C, for any Bash output
+    except UnicodeEncodeError:
+        return text.encode("utf-8", ENCODE_ERRORS)
+
+
+@record(frozen=True)
 class SpillInfo:
     path: str
     sha256: str
@@ -73,14 +106,15 @@ class SpillWriter:
             take = text[: self.head_chars - self._head_len]
             self._head.append(take)
             self._head_len += len(take)
-        data = text.encode("utf-8", "surrogateescape")
-        self.bytes += len(data)
-        self._sha.update(data)
-        if self._fh is not None:
-            try:
-                self._fh.write(data)
-            except OSError as exc:
-                self._fail(exc)
+        for start in range(0, len(text), SLICE_CHARS):
+            data = _encode(text[start : start + SLICE_CHARS])
+            self.bytes += len(data)
+            self._sha.update(data)
+            if self._fh is not None:
+                try:
+                    self._fh.write(data)
+                except OSError as exc:
+                    self._fail(exc)
 
     @property
     def head(self) -> str:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from norma_cli.core.contract import TOOL_NAME_RE, Tool
+from norma_cli.core.record import record
 from norma_cli.errors import NormaError
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Replacement:
     """A duplicate registration: ``name`` was first from ``old_plugin``, now ``new_plugin``."""
 

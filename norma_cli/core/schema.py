@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from norma_cli.core import quickcheck
+from norma_cli.core.record import record
 from norma_cli.errors import NormaError
 
 
@@ -20,7 +20,7 @@ def json_pointer(parts: list[str | int]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SchemaIssue:
     pointer: str
     message: str

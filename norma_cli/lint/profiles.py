@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from norma_cli.core.record import field, record
 from norma_cli.lint.rules import RULES, RuleInfo, Severity
 from norma_cli.lint.walk import Node, Parts, short, split_pointer
 
@@ -20,7 +20,7 @@ from norma_cli.lint.walk import Node, Parts, short, split_pointer
 #          "strict-only"  checked only on a tool sent with "strict": true.
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProfileCheck:
     rule: str
     name: str
@@ -32,7 +32,7 @@ class ProfileCheck:
     source: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Profile:
     key: str
     title: str

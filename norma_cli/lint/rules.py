@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from norma_cli.core.record import record
 
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleInfo:
     id: str
     name: str
@@ -96,7 +97,7 @@ RULES: dict[str, RuleInfo] = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic:
     file: str
     pointer: str  # RFC 6901 pointer into the file's document ("" is the whole document)
@@ -123,7 +124,7 @@ class Diagnostic:
         }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LintReport:
     diagnostics: list[Diagnostic]
     files: int

@@ -8,10 +8,10 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from norma_cli.core.record import field, record
 from norma_cli.errors import UsageError
 from norma_cli.lint.rules import Severity
 from norma_cli.lint.walk import split_pointer
@@ -296,7 +296,7 @@ class _TomlLocator(_Locator):
         return 1
 
 
-@dataclass
+@record
 class SourceDocument:
     """One input: where it came from, its parsed data and (for line numbers) its text."""
 
@@ -367,7 +367,7 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
 # --------------------------------------------------------------------------- tool extraction
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolDefinition:
     """One tool as found in a document. Fields keep whatever the file held, typed or not."""
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
 TRANSPORTS = ("stdio", "streamable-http", "sse")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ServerSpec:
     name: str
     transport: str  # stdio | streamable-http | sse

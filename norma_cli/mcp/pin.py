@@ -28,11 +28,11 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.digest import canonical_json
+from norma_cli.core.record import record, replace
 from norma_cli.errors import StoreError, UsageError
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pin:
     server: str
     tool: str  # the server's own name for it

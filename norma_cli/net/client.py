@@ -20,9 +20,9 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError, NormaError
 from norma_cli.net.ssrf import BlockedAddress, Guard, HostPort
 
@@ -44,7 +44,7 @@ class WebError(NormaError):
     """An outbound request that failed or was refused; the message is for the model."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WebSettings:
     """``[web]``: what the operator allows and how requests are made."""
 
@@ -105,7 +105,7 @@ def config_source(config: Any, keypath: str) -> str:
     return keypath
 
 
-@dataclass
+@record
 class Fetched:
     url: str  # the final URL (after followed redirects)
     status: int

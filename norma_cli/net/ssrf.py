@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from dataclasses import dataclass
 
+from norma_cli.core.record import record
 from norma_cli.errors import NormaError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -122,7 +122,7 @@ def literal_ip(host: str) -> IPAddress | None:
         return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostPort:
     """One ``[web] allow_hosts`` entry: a host (canonical spelling) and an optional port."""
 

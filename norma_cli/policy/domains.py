@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from urllib.parse import unquote
+
+from norma_cli.core.record import record
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.S)
 _HOST_CHARS = re.compile(r"^[a-z0-9.\-_]+$")
 _STRIP = "".join(chr(c) for c in range(0x21))  # C0 controls and space, as WHATWG strips them
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DomainPattern:
     text: str
     host: str  # normalised; "" means any host

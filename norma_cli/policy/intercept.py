@@ -26,11 +26,11 @@ import fnmatch
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from norma_cli.core.contract import Behavior, Decision, RuleRef
 from norma_cli.core.digest import canonical_json, input_digest
+from norma_cli.core.record import field, record
 from norma_cli.policy.rules import Rule, RuleSet
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class Events(Protocol):
     def add(self, state: str, by: str = "", **detail: Any) -> None: ...
 
 
-@dataclass
+@record
 class InterceptRule:
     """``[[intercept.rules]]``: rule text (permission specifier syntax), decision, reason."""
 
@@ -73,7 +73,7 @@ class InterceptRule:
         return self.reason or found.reason or f"intercept rule {self.rule.text} ({self.decision})"
 
 
-@dataclass
+@record
 class GuardVerdict:
     """Where the guard sends a call: allow → executing, deny → denied, ask → pending (left
     waiting, ``--no-wait``). ``by`` names the deciding party for the transition's event."""
@@ -84,7 +84,7 @@ class GuardVerdict:
 
 
 # ----------------------------------------------------------------------------- approvals
-@dataclass
+@record
 class Settlement:
     """How an ask ended: ``approved``, ``denied`` or left ``pending``."""
 
@@ -103,7 +103,7 @@ class Settlement:
         return {"pending_id": a.id, "decider": a.decider, "decided_at": a.decided_at}
 
 
-@dataclass
+@record
 class Ticket:
     """An ask entered into the queue: a fresh (or already waiting) request, or an answer given
     earlier to exactly this call (found and used up)."""

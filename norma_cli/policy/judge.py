@@ -18,9 +18,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class JudgeFailure(Exception):
     """The judge gave no usable verdict (provider error, timeout, unparsable reply)."""
 
 
-@dataclass
+@record
 class JudgeRequest:
     tool_name: str
     tool_input: dict[str, Any]
@@ -70,13 +70,13 @@ class JudgeRequest:
     trace_id: str | None = None
 
 
-@dataclass
+@record
 class Verdict:
     decision: Behavior
     reason: str
 
 
-@dataclass
+@record
 class JudgeOutcome:
     """What the guard acts on: the verdict, or ``on_failure`` with the failure that caused it."""
 
@@ -138,7 +138,7 @@ def user_message(req: JudgeRequest) -> str:
 
 
 # ----------------------------------------------------------------------------- HTTP judges
-@dataclass
+@record
 class HttpJudge:
     """One model behind an OpenAI-compatible or Anthropic endpoint."""
 
@@ -267,7 +267,7 @@ def _ms(started: float) -> float:
 
 
 # ----------------------------------------------------------------------------- plugin judges
-@dataclass
+@record
 class PluginJudge:
     """A callable registered with ``register_judges``: (tool_name, tool_input, context) -> dict."""
 
@@ -316,7 +316,7 @@ def plugin_judges(plugins: PluginHost) -> dict[str, tuple[Callable[..., Any], st
 
 
 # ----------------------------------------------------------------------------- the runner
-@dataclass
+@record
 class JudgeRunner:
     """A judge plus the failure policy: what the guard calls on a rule miss."""
 

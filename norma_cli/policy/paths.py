@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from norma_cli.core.record import record
 
 if TYPE_CHECKING:
     from norma_cli.core.contract import CallContext
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 Anchor = Literal["root", "abs", "home", "anywhere"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PathPattern:
     text: str
     anchor: Anchor

@@ -11,10 +11,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.contract import Behavior, RuleRef
+from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ _RULE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_*?\-]+)(?:\((?P<spec>.*)\))?$", re.
 BEHAVIORS: tuple[Behavior, ...] = ("deny", "ask", "allow")
 
 
-@dataclass
+@record
 class Rule:
     text: str
     behavior: Behavior
@@ -67,7 +67,7 @@ class Rule:
         return self.name == tool_name
 
 
-@dataclass
+@record
 class RuleMatch:
     """A rule that covers a call, with per-sub-command verdicts for shell lines.
 

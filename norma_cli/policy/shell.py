@@ -20,9 +20,9 @@ import functools
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from norma_cli.core.record import record, replace
 from norma_cli.policy.shellwords import UNKNOWN, GlobWord
 from norma_cli.policy.wrappers import (
     ASSIGNMENT_RE,
@@ -56,7 +56,7 @@ class SubCommand(NamedTuple):
     deny_only: bool = False  # a guessed reading, or the inner command of sudo
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Redirect:
     """A redirection to or from a file."""
 
@@ -73,7 +73,7 @@ class Redirect:
         return t is not None and (t in HARMLESS_TARGETS or t.startswith("/dev/fd/"))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ShellScript:
     source: str
     commands: tuple[SubCommand, ...]

@@ -32,10 +32,10 @@ import fnmatch
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
+from norma_cli.core.record import record
 from norma_cli.errors import ConfigError
 from norma_cli.policy.domains import DomainPattern, url_hosts
 from norma_cli.policy.paths import PathPattern, spellings
@@ -54,7 +54,7 @@ UNPARSEABLE = Rule("<unparseable shell>", "ask", "shell parser", SHELL_TOOL)
 _PARAM_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(.*)$", re.S)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommandSpec:
     words: tuple[str, ...]
     prefix: bool
@@ -91,17 +91,17 @@ class CommandSpec:
         return self.prefix or (len(words) == n and not open_ended)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PathSpec:
     pattern: PathPattern
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DomainSpec:
     pattern: DomainPattern
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParamSpec:
     param: str
     glob: str

@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from norma_cli.core.record import field, record
 from norma_cli.policy.shellwords import UNKNOWN
 
 Words = tuple[str, ...]
@@ -43,7 +43,7 @@ _SHELL_ARG_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WrapperSpec:
     """How a wrapper spells its options before the wrapped command."""
 
@@ -135,7 +135,7 @@ class Program(NamedTuple):
     deny_only: bool = False  # the inner command of a privilege wrapper
 
 
-@dataclass
+@record
 class Unwrapped:
     programs: list[Program] = field(default_factory=list)
     scripts: list[str] = field(default_factory=list)  # shell source that runs as well

@@ -22,9 +22,9 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.core.record import fields, record
 from norma_cli.errors import NormaError, StoreError
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class ApprovalError(NormaError):
     """An approval that cannot be decided (unknown, ambiguous, already decided, expired)."""
 
 
-@dataclass
+@record
 class Approval:
     id: str
     tool: str

@@ -17,10 +17,10 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.core.record import field, record, replace
 from norma_cli.errors import StoreError
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def dump_agents(agents: Sequence[str] | None) -> str | None:
     return None if agents is None else json.dumps(sorted(set(agents)))
 
 
-@dataclass
+@record
 class CatalogRow:
     """One ``tools`` row. JSON columns stay text until asked for (10,000 rows load fast)."""
 

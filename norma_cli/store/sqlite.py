@@ -13,10 +13,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from norma_cli.core.record import field, record
 from norma_cli.errors import StoreError
 
 BUSY_TIMEOUT_MS = 10_000
@@ -257,7 +257,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 ]
 
 
-@dataclass
+@record
 class TraceRecord:
     id: str
     tool_use_id: str

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.core.record import record
 from norma_cli.errors import StoreError
 from norma_cli.store.trace import COLUMNS, CONTENT, GENESIS, entry_hash
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 _PAGE = 2000
 
 
-@dataclass
+@record
 class TraceEntry:
     seq: int
     id: str
@@ -61,7 +61,7 @@ class TraceEntry:
         return {name: getattr(self, name) for name in COLUMNS}
 
 
-@dataclass
+@record
 class TraceFilter:
     session: str | None = None
     tool: str | None = None
@@ -71,7 +71,7 @@ class TraceFilter:
     limit: int | None = None
 
 
-@dataclass
+@record
 class Problem:
     """The first entry at which the chain does not hold."""
 
@@ -84,7 +84,7 @@ class Problem:
         return f"{who}: {self.message}"
 
 
-@dataclass
+@record
 class Verification:
     entries: int
     head_seq: int

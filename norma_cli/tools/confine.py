@@ -37,11 +37,11 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from norma_cli.core.contract import path_inside
+from norma_cli.core.record import record
 from norma_cli.errors import NormaError
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class ConfinementError(NormaError):
     """A path that lies outside every root, or an open that would leave its root."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Location:
     """Where a spelled path lives: its resolved form and the root it is opened beneath."""
 

@@ -13,10 +13,10 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from norma_cli.core.contract import CallContext, ContentBlock, Tool, ToolOutput, object_schema
+from norma_cli.core.record import record
 from norma_cli.errors import NormaError
 from norma_cli.policy.filescope import read_filter
 from norma_cli.tools.confine import (
@@ -341,14 +341,14 @@ class WriteTool(FileTool):
 
 
 # ----------------------------------------------------------------------------- editing
-@dataclass(frozen=True)
+@record(frozen=True)
 class EditSpec:
     old_string: str
     new_string: str
     replace_all: bool = False
 
 
-@dataclass
+@record
 class Applied:
     content: str
     replacements: int

@@ -20,10 +20,11 @@ Not supported: case-insensitive ignore files and git's ``core.excludesFile``/glo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from norma_cli.core.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GlobRule:
     regex: re.Pattern[str]
     negated: bool  # a "!" line (re-include) in an ignore file

@@ -7,8 +7,9 @@ two cannot drift apart in how results look.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Literal
+
+from norma_cli.core.record import field, record
 
 Mode = Literal["content", "files_with_matches", "count"]
 MODES: tuple[Mode, ...] = ("content", "files_with_matches", "count")
@@ -16,7 +17,7 @@ MODES: tuple[Mode, ...] = ("content", "files_with_matches", "count")
 VCS_DIRS = (".git", ".hg", ".svn", ".bzr", "_darcs", ".jj", "CVS")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Query:
     pattern: str
     root: str  # absolute, symlinks resolved: the directory or file searched
@@ -35,7 +36,7 @@ class Query:
     rel: str = "."
 
 
-@dataclass
+@record
 class FileHits:
     path: str
     # content mode: (line number, is a match line (else context), text without line ending)
@@ -44,7 +45,7 @@ class FileHits:
     binary: bool = False  # an explicitly named binary file that matched
 
 
-@dataclass
+@record
 class SearchResult:
     engine: Literal["ripgrep", "python"]
     files: list[FileHits]

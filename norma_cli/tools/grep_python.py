@@ -34,8 +34,8 @@ import re
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from norma_cli.core.record import record
 from norma_cli.tools.gitignore import GlobList, parse_line, segment_regex
 from norma_cli.tools.grep_model import VCS_DIRS, FileHits, Query, SearchError, SearchResult
 
@@ -46,7 +46,7 @@ _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _ANCHORS = re.compile(r"\\[AZz]")
 
 
-@dataclass
+@record
 class _DirRules:
     """The ignore files of one directory, rooted there."""
 

@@ -34,11 +34,11 @@ import subprocess
 import termios
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput, object_schema
+from norma_cli.core.record import field, record
 from norma_cli.errors import NormaError
 from norma_cli.tools.tasks import KILL_GRACE_S, members, read_limit, signal_members
 
@@ -69,7 +69,7 @@ class ShellError(NormaError):
     """A shell tool cannot do what was asked."""
 
 
-@dataclass
+@record
 class Shell:
     id: str
     proc: subprocess.Popen[bytes]

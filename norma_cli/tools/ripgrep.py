@@ -33,8 +33,8 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 
+from norma_cli.core.record import record
 from norma_cli.tools.grep_model import VCS_DIRS, FileHits, Query, SearchError, SearchResult
 
 DISABLE_ENV = "NORMA_DISABLE_RIPGREP"
@@ -45,7 +45,7 @@ _lock = threading.Lock()
 _found: tuple[str | None, str] | None = None  # (path, where) once looked up
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ripgrep:
     path: str
     source: str  # "bundled" (installed with norma) or "PATH"
@@ -95,7 +95,7 @@ def reset_cache() -> None:
         _found = None
 
 
-@dataclass
+@record
 class RgRun:
     stdout: bytes
     stderr: str

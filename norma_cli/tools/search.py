@@ -43,11 +43,11 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from norma_cli.core.contract import CallContext, Tool, ToolOutput
+from norma_cli.core.record import record
 from norma_cli.errors import ConfigError, NormaError
 
 if TYPE_CHECKING:
@@ -59,14 +59,14 @@ MAX_RESULTS = 20
 DEEPSEEK_MODEL = "deepseek-chat"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SearchHit:
     title: str
     url: str
     snippet: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SearchSettings:
     backend: str
     api_key: str | None
@@ -79,7 +79,7 @@ class SearchSettings:
 SearchFunction = Callable[[str, int, SearchSettings], list[Any]]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Backend:
     name: str
     search: SearchFunction
@@ -264,7 +264,7 @@ def search_backends(plugins: Any) -> dict[str, Backend]:
 
 
 # ----------------------------------------------------------------------------- config
-@dataclass(frozen=True)
+@record(frozen=True)
 class SearchConfig:
     backend: Backend
     key_env: str | None

@@ -34,11 +34,11 @@ import subprocess
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput, object_schema
+from norma_cli.core.record import asdict, fields, record
 from norma_cli.errors import NormaError
 from norma_cli.tools.procs import group_or_session_members
 
@@ -60,7 +60,7 @@ class TaskError(NormaError):
     """A task tool cannot do what was asked (unknown id, tasks disabled, ...)."""
 
 
-@dataclass
+@record
 class TaskRecord:
     id: str
     command: str
@@ -81,7 +81,7 @@ class TaskRecord:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-@dataclass
+@record
 class TaskState:
     state: str  # running | exited | stopped | killed
     exit_code: int | None = None

@@ -18,10 +18,10 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.agent.messages import Message
+from norma_cli.core.record import field, record
 from norma_cli.errors import NormaError
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class ProviderError(NormaError):
     exit_code = 1
 
 
-@dataclass
+@record
 class ProviderSettings:
     """One ``[providers.NAME]`` table, with ``--model`` applied."""
 
@@ -67,7 +67,7 @@ class ProviderSettings:
         return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
 
 
-@dataclass
+@record
 class ToolSpec:
     """A tool as a model is shown it."""
 
@@ -76,7 +76,7 @@ class ToolSpec:
     input_schema: dict[str, Any]
 
 
-@dataclass
+@record
 class ModelRequest:
     system: str
     messages: list[Message]
@@ -84,7 +84,7 @@ class ModelRequest:
     max_tokens: int | None = None
 
 
-@dataclass
+@record
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -105,7 +105,7 @@ class Usage:
         }
 
 
-@dataclass
+@record
 class ModelReply:
     message: Message  # role assistant: text and tool_use blocks
     stop_reason: str = "end_turn"  # end_turn | tool_use | max_tokens | ... (as the wire said)

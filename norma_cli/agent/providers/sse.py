@@ -8,10 +8,11 @@ type inside the data.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+
+from norma_cli.core.record import record
 
 
-@dataclass
+@record
 class SseEvent:
     event: str  # "message" when the stream gave no name
     data: str
