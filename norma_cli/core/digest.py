@@ -6,12 +6,15 @@ import hashlib
 import json
 from typing import Any
 
+# One encoder for the process: json.dumps with options builds a new one on every call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no insignificant whitespace, UTF-8 kept as is (RFC 8785 in spirit)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
 
 
 def input_digest(value: Any) -> str:

@@ -33,6 +33,7 @@ CONTENT = (
     "spill_sha256", "pending_id", "events", "created_at",
 )  # fmt: skip
 COLUMNS = ("seq", *CONTENT, "prev_hash", "hash")
+_EVENTS = json.JSONEncoder(separators=(",", ":"), default=str)  # built once, not per call
 _INSERT = f"INSERT INTO traces ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
@@ -46,7 +47,7 @@ def content_of(rec: TraceRecord) -> tuple[Any, ...]:
         rec.id, rec.tool_use_id, rec.session_id, rec.agent, rec.tool, rec.input_digest,
         rec.decision, rec.stage, rec.rule, rec.rule_source, rec.reason or "", rec.status,
         int(rec.is_error), float(rec.duration_ms), rec.spill_path, rec.spill_sha256,
-        rec.pending_id, json.dumps(rec.events, separators=(",", ":"), default=str),
+        rec.pending_id, _EVENTS.encode(rec.events),
         float(rec.created_at),
     )  # fmt: skip
 
