@@ -310,6 +310,23 @@ REDIRECTS = [
     ("(cd /etc) ; echo x > passwd", "ask"),  # cd in a subshell: directory unknown after
     ("cd $D && echo x > out.txt", "ask"),
     ("echo x > /dev/sda", "ask"),
+    # Bash opens a command's redirections before the command runs: its own cd does not move
+    # them (these were wrongly allowed, as writes into build/).
+    ("cd build > out.txt", "ask"),
+    ("> out.txt cd build", "ask"),
+    ("{ cd build; } > out.txt", "ask"),
+    ("true && cd build > out.txt", "ask"),
+    ("while cd build; do echo; done > out.txt", "ask"),
+    ("cd /etc > passwd", "ask"),  # writes ./passwd, not /etc/passwd
+    ("(cd build && ls) > build/o.txt", "allow"),  # opened before the subshell runs
+    ("cd build | cat > build/x.txt", "allow"),  # cat runs where the line started
+    ("cd build && echo x | cat > out.txt", "allow"),  # `a && b > f` redirects b only
+    ("cd build && cd sub > out.txt", "allow"),  # opened in build/, before `cd sub` runs
+    ("{ cd build && echo > a.txt; } > out.txt", "ask"),  # a.txt in build/, out.txt here
+    ("cd build <<EOF > out.txt\nhi\nEOF", "ask"),
+    # A function body runs when called, from a directory the line does not fix.
+    ("f() { cd build; }; echo x > out.txt", "ask"),
+    ("ls() { echo x > build/k; }; cd ~; ls", "ask"),
 ]
 
 UNPARSEABLE = [
@@ -320,6 +337,7 @@ UNPARSEABLE = [
     ("git log; rm -rf / &&", "deny"),  # a deny wins over the unparseable remainder
     ("rm -rf x; if then", "deny"),
     ("git log\x00rm", "ask"),
+    ("echo a\udcffb", "ask"),  # a lone surrogate: not text bash could be given (was a crash)
 ]
 
 CORPUS = (
@@ -334,6 +352,53 @@ CORPUS = (
     + REDIRECTS
     + UNPARSEABLE
 )
+
+
+# Lines for the fast-path parity test (plain lines and near misses the fast path must refuse).
+FAST_PATH_EXTRA = [
+    "A=1 B=2 git log",
+    "a=rm\n$a",
+    "cd build && ls",
+    "cd x | ls",
+    "cd x & ls",
+    "x=1",
+    "git log ;",
+    "git log\n\n  git status\n",
+    "; git log",
+    "git log && && ls",
+    "if true",
+    "a+=x git log",
+    "time git log | wc",
+    "sudo -u root rm -rf x",
+    "find . -exec rm {} +",
+    "cd x & ./run",
+    "cd x | ./run",
+    "cd x; ./run",
+    "./run; cd x",
+    "PATH=/x ls",
+    "env -i A=1 ls",
+    "cat 'README 1.md' | wc -l",
+    "git commit -m 'fix: a;b|c&&d' && git push",
+    "echo 'x'y'z' ''",
+    "grep -rn 'rm -rf' src; rm -rf build",
+    "bash -c 'rm -rf x'",
+    "sudo 'rm' -rf /",
+    "'git' log",
+    "xargs 'rm'",
+    "'A=1' ls",
+    "a='x y' ls",
+    "'if' true",
+    "echo 'a;b' | sh",
+    "timeout 5 'rm' -rf x",
+    'cat "README 1.md" | wc -l',
+    'echo "it\'s" "a;b|c" && "rm" -rf x',
+    'git commit -m "fix: thing" && git push',
+    'echo "x"y"z" ""',
+    'bash -c "rm -rf x"',
+    '"A=1" ls',
+    '"if" true',
+    'sudo "rm" -rf /',
+]
 
 
 @pytest.fixture(scope="module")
@@ -369,6 +434,25 @@ def test_no_allow_for_a_line_that_is_not_literal(ws: Workspace) -> None:
     for command, _ in CORPUS:
         if not parse_script(command).literal:
             assert ws.evaluate(Bash(), {"command": command}).behavior != "allow", command
+
+
+# Known gap, left to the shell model (``shell.Recorder``): a ``cd`` is followed as if it always
+# ran and succeeded, yet after ``cd x ||`` the next command runs only when cd failed, after
+# ``cd x;`` it runs also when cd failed, and a cd on a branch not taken never runs. Each of
+# these writes ./<file> while the allow side checks build/<file>.
+CD_MAY_NOT_HAPPEN = [
+    ("cd build || echo x > out.txt", "ask"),
+    ("cd build/nope; echo x > Makefile", "ask"),
+    ("true || cd build; echo x > out.txt", "ask"),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="cd is followed as if it always ran and succeeded")
+@pytest.mark.parametrize(("command", "expected"), CD_MAY_NOT_HAPPEN)
+def test_cd_that_may_not_happen_does_not_move_later_redirections(
+    ws: Workspace, command: str, expected: str
+) -> None:
+    assert ws.evaluate(Bash(), {"command": command}).behavior == expected
 
 
 def test_allowed_line_lists_every_subcommand_with_its_rule(ws: Workspace) -> None:
@@ -454,52 +538,8 @@ def test_fast_path_for_simple_lines_agrees_with_tree_sitter() -> None:
     from norma_cli.policy.shell import _parse_simple
     from norma_cli.policy.shelltree import parse_tree
 
-    extra = [
-        "A=1 B=2 git log",
-        "a=rm\n$a",
-        "cd build && ls",
-        "cd x | ls",
-        "cd x & ls",
-        "x=1",
-        "git log ;",
-        "git log\n\n  git status\n",
-        "; git log",
-        "git log && && ls",
-        "if true",
-        "a+=x git log",
-        "time git log | wc",
-        "sudo -u root rm -rf x",
-        "find . -exec rm {} +",
-        "cd x & ./run",
-        "cd x | ./run",
-        "cd x; ./run",
-        "./run; cd x",
-        "PATH=/x ls",
-        "env -i A=1 ls",
-        "cat 'README 1.md' | wc -l",
-        "git commit -m 'fix: a;b|c&&d' && git push",
-        "echo 'x'y'z' ''",
-        "grep -rn 'rm -rf' src; rm -rf build",
-        "bash -c 'rm -rf x'",
-        "sudo 'rm' -rf /",
-        "'git' log",
-        "xargs 'rm'",
-        "'A=1' ls",
-        "a='x y' ls",
-        "'if' true",
-        "echo 'a;b' | sh",
-        "timeout 5 'rm' -rf x",
-        'cat "README 1.md" | wc -l',
-        'echo "it\'s" "a;b|c" && "rm" -rf x',
-        'git commit -m "fix: thing" && git push',
-        'echo "x"y"z" ""',
-        'bash -c "rm -rf x"',
-        '"A=1" ls',
-        '"if" true',
-        'sudo "rm" -rf /',
-    ]
     simple = 0
-    for command in [c for c, _ in CORPUS] + extra:
+    for command in [c for c, _ in CORPUS] + FAST_PATH_EXTRA:
         fast = _parse_simple(command, 0)
         if fast is None:
             continue

@@ -42,6 +42,8 @@ READ_OPS = frozenset({"<"})
 # Redirection targets that are not files anyone could mean to protect.
 HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"})
 _DIRECTORY_CHANGERS = frozenset({"cd", "pushd", "popd"})
+# Command names ``Recorder.emit`` cannot record without looking closer.
+_NOT_PLAIN_NAMES = SPECIAL_PROGRAMS | _DIRECTORY_CHANGERS | {UNKNOWN}
 
 
 class SubCommand(NamedTuple):
@@ -125,7 +127,8 @@ def _parse(command: str, depth: int) -> ShellScript:
 # takes the full path.
 _SAFE = r"A-Za-z0-9_./:=@%+,\-"
 _QUOTED = r"'[^'\n]*'|\"[^\"$`\\\n]*\""
-_SIMPLE_LINE = re.compile(rf"(?:[{_SAFE} \t\n|&;]|{_QUOTED})*")
+# Possessive runs: one pass over the line, no backtracking when it does not match.
+_SIMPLE_LINE = re.compile(rf"(?:[{_SAFE} \t\n|&;]++|{_QUOTED})*+")
 _TOKEN = re.compile(rf"(&&|\|\||\|&|[|;&\n])|([ \t]+)|((?:[{_SAFE}]|{_QUOTED})+)")
 _PIECE = re.compile(rf"[{_SAFE}]+|{_QUOTED}")
 _KEYWORDS = "if then else elif fi case esac for select while until do done in function time coproc"
@@ -214,6 +217,17 @@ class Recorder:
     def emit(self, text: str, words: Words, *, guessed: bool, scoped: Callable[[], bool]) -> None:
         """Record the programs behind one simple command's words."""
         head = words[0] if words else UNKNOWN
+        if (
+            not guessed
+            and type(head) is str  # not a GlobWord
+            and head not in _NOT_PLAIN_NAMES
+            and "/" not in head
+            and UNKNOWN not in words
+        ):
+            # Most commands, short: a literal program name with nothing to see through, no cd
+            # to follow — exactly what the general case below records for them.
+            self.commands.append(SubCommand(text, words, (words,), True))
+            return
         if head != UNKNOWN and basename(head) not in SPECIAL_PROGRAMS:
             programs = [Program(words, (words,))]  # the common case: nothing to see through
             scripts: list[str] = []

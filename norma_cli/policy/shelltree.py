@@ -4,9 +4,14 @@
 redirections, substitutions, compound commands, heredocs, ...). ``TreeWalker`` visits the
 syntax tree once, in the order bash would meet things, and feeds each simple command's words
 to the shared ``Recorder``. Where tree-sitter-bash reads bash differently (line continuations
-inside words, backticks in heredocs, ``<<-`` bodies, escaped backticks inside backticks) this
-module rereads the text itself; a line that does not parse is also tokenised plainly so a deny
-rule still meets what it can see.
+inside words, backticks in heredocs, ``<<-`` bodies, escaped backticks inside backticks, a
+trailing redirection read as redirecting a whole ``&&`` list) this module rereads the text
+itself or corrects for it; a line that does not parse is also tokenised plainly so a deny rule
+still meets what it can see.
+
+Redirections are resolved against the directory in force when bash opens them: before the
+command they belong to runs (``cd build > out`` writes ./out), and, in a function body, an
+unknown one (the body runs when called, from wherever the shell is by then).
 
 Importing this module is cheap; tree-sitter itself is imported on the first parse.
 """
@@ -18,6 +23,7 @@ import itertools
 import re
 import shlex
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.policy.shell import (
@@ -63,9 +69,14 @@ def parse_tree(command: str, depth: int) -> ShellScript:
     """Read a line that needs the real bash grammar (see ``shell.parse_script``)."""
     src = command.encode("utf-8", "surrogatepass")
     tree = _parser().parse(src)
-    walker = TreeWalker(src, depth)
+    walker = TreeWalker(src, depth, command)
     if "\x00" in command:
         walker.problems.append("the command contains a NUL byte")
+    if walker.line is None and not command.isascii():
+        try:
+            command.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no byte string bash could be given
+            walker.problems.append("the command is not valid UTF-8 text")
     if not walker.walk(tree.root_node):
         walker.commands.extend(_fallback_commands(command))
     return walker.script(command)
@@ -86,102 +97,199 @@ def _parser() -> Parser:
     return parser
 
 
-class TreeWalker(Recorder):
-    """One pre-order pass over the syntax tree, in the order bash would meet things."""
+# What the walk does with a node, by type (one dict lookup instead of a chain of compares).
+_COMMAND, _ASSIGNMENT, _REDIRECT, _HEREDOC, _SUBSTITUTION = 1, 2, 3, 4, 5
+_REDIRECTED, _LIST, _FUNCTION, _RESUME = 6, 7, 8, 9
+_VISIT = {
+    "command": _COMMAND,
+    "variable_assignment": _ASSIGNMENT,
+    "file_redirect": _REDIRECT,
+    "heredoc_redirect": _HEREDOC,
+    "command_substitution": _SUBSTITUTION,
+    "redirected_statement": _REDIRECTED,
+    "list": _LIST,
+    "function_definition": _FUNCTION,
+    "norma:resume": _RESUME,
+}
+_DIRECTORY_CHANGERS = frozenset({"cd", "pushd", "popd"})  # as ``shell.Recorder`` follows them
+_REDIRECT_OPS = WRITE_OPS | READ_OPS | {"<&", "<>", ">&-", "<&-"}
+_DUPLICATING = frozenset({">&", "<&"})
 
-    def __init__(self, src: bytes, depth: int) -> None:
+
+class _Resume:
+    """A stack entry popped once a subtree has been walked: restores what it changed."""
+
+    type = "norma:resume"
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self.action = action
+
+
+class TreeWalker(Recorder):
+    """One pre-order pass over the syntax tree, in the order bash would meet things.
+
+    The walk is the hot part of a first evaluation of a new line, so it reads each node's
+    type and byte range once, and slices the text of an ASCII line (nearly all of them)
+    straight out of the command string rather than decoding bytes.
+    """
+
+    def __init__(self, src: bytes, depth: int, line: str | None = None) -> None:
         super().__init__(depth)
         self.src = src
+        if line is None:
+            line = src.decode("utf-8", "surrogatepass")
+        # Byte offsets are character offsets exactly when every character is one byte.
+        self.line: str | None = line if len(line) == len(src) else None
+        # Bash opens a command's redirections before the command runs, so a ``cd`` in that
+        # command (``cd build > out``, ``{ cd build; } > out``) does not move them; the walk
+        # meets them after the command, so each one carries the directory in force before it
+        # (a one-item list, filled when the walk reaches the command it belongs to).
+        self.redirect_cd: dict[Any, list[tuple[str, ...] | None]] = {}
+        self.anchors: dict[Any, list[tuple[str, ...] | None]] = {}
 
     def walk(self, root: Node) -> bool:
         """Visit the whole tree; False when it did not parse or was too large to finish."""
         if root.has_error:
             self.problems.append("the command does not parse as bash")
-        stack = [root]
+        stack: list[Any] = [root]  # syntax nodes, and _Resume entries
+        pop = stack.pop
+        visit = _VISIT.get
+        line = self.line
+        simple = _SIMPLE_COMMAND.fullmatch
+        emit = self.emit
+        anchors = self.anchors  # lists whose last command some redirections belong to
         seen = 0
         while stack:
-            node = stack.pop()
+            node = pop()
+            what = visit(node.type)
+            if what == _RESUME:  # not a syntax node
+                node.action()
+                continue
             seen += 1
             if seen > MAX_NODES:
                 self.problems.append("the command is too large to check")
                 return False
-            kind = node.type
-            if kind == "command":
-                stack.extend(reversed(self._command(node)))
-                continue
-            if kind == "variable_assignment":
-                self._assignment(node)
-            elif kind == "file_redirect":
-                self._redirect(node)
-            elif kind == "heredoc_redirect":
-                stack.extend(reversed(self._heredoc(node)))
-                continue
-            elif (
-                kind == "command_substitution"
-                and self.src[node.start_byte : node.start_byte + 1] == b"`"
-            ):
-                text = self._text(node)
-                if "\\" in text:
-                    # Inside backticks ``\` \$ \\`` are unescaped before the text is parsed again,
-                    # so tree-sitter's reading of the escaped text is not what bash runs.
-                    self._nested(re.sub(r"\\([`$\\])", r"\1", text[1:-1]), text, True)
+            if what is not None:
+                if what == _COMMAND:
+                    if line is not None:
+                        # The common case, inline: plain words, no assignment (see _command).
+                        text = line[node.start_byte : node.end_byte]
+                        if "=" not in text and simple(text):
+                            words = text.split()
+                            if words:
+                                scoped = functools.partial(_in_child_scope, node)
+                                emit(text.strip(), tuple(words), guessed=False, scoped=scoped)
+                            continue
+                    deeper = self._command(node)
+                    if deeper:
+                        deeper.reverse()
+                        stack += deeper
                     continue
-            if node.named_child_count:
-                stack.extend(reversed(node.named_children))
+                if what == _ASSIGNMENT:
+                    self._assignment(node)
+                elif what == _REDIRECT:
+                    self._redirect(node)
+                elif what == _REDIRECTED:
+                    self._redirected(node)
+                elif what == _LIST:
+                    if anchors:
+                        cell = anchors.pop(node, None)
+                        if cell is not None:
+                            self._anchored_list(node, cell, stack)
+                            continue
+                elif what == _FUNCTION:
+                    stack.append(self._function(node))
+                elif what == _HEREDOC:
+                    rest = self._heredoc(node)
+                    rest.reverse()
+                    stack += rest
+                    continue
+                elif self.src[node.start_byte : node.start_byte + 1] == b"`":
+                    text = self._text(node)
+                    if "\\" in text:
+                        # Inside backticks ``\` \$ \\`` are unescaped before the text is parsed
+                        # again, so tree-sitter's reading of the escaped text is not what bash runs.
+                        self._nested(re.sub(r"\\([`$\\])", r"\1", text[1:-1]), text, True)
+                        continue
+            children = node.named_children
+            if children:
+                stack += children[::-1]  # a copy: never reorder a list tree-sitter may cache
         return not root.has_error
 
     # -- commands --------------------------------------------------------------------------
 
     def _command(self, node: Node) -> list[Node]:
         """Record the programs of one simple command; return the children still to walk."""
-        text = self._text(node)
+        text = self._slice(node.start_byte, node.end_byte)
         if _SIMPLE_COMMAND.fullmatch(text):
             words = text.split()  # plain words only: bash splits them on blanks, and that is all
-            leading = itertools.takewhile(lambda w: "=" in w, words) if "+=" in text else ()
-            if not any(APPEND_RE.match(w) for w in leading):
-                while words and ASSIGNMENT_RE.match(words[0]):
-                    name, value = words.pop(0).split("=", 1)
-                    self.assign(name, value)
-                if words:
-                    self.emit(
-                        text.strip(),
-                        tuple(words),
-                        guessed=False,
-                        scoped=functools.partial(_in_child_scope, node),
-                    )
+            if "=" in text:
+                leading = itertools.takewhile(lambda w: "=" in w, words) if "+=" in text else ()
+                if any(APPEND_RE.match(w) for w in leading):
+                    words = []  # ``a+=x cmd``: the full reading below
+                else:
+                    while words and ASSIGNMENT_RE.match(words[0]):
+                        name, value = words.pop(0).split("=", 1)
+                        self.assign(name, value)
+                    if not words:
+                        return []
+            elif not words:
+                return []
+            if words:
+                self.emit(
+                    text.strip(),
+                    tuple(words),
+                    guessed=False,
+                    scoped=functools.partial(_in_child_scope, node),
+                )
                 return []
         parts: list[Node] = []
         deeper: list[Node] = []
+        kinds: list[str] = []
+        before = [self.cd]
         for child in node.children:
-            if child.type in _SKIP_IN_COMMAND:
+            kind = child.type
+            if kind in _SKIP_IN_COMMAND:
                 deeper.append(child)
+                if kind == "file_redirect":
+                    self.redirect_cd[child] = before
+                elif kind == "heredoc_redirect":
+                    for r in _heredoc_file_redirects(child):
+                        self.redirect_cd[r] = before
             else:
                 parts.append(child)
+                kinds.append(kind)
         if not parts:
             return deeper
         # tree-sitter splits ``r\<newline>m`` into two words; bash joins them.
-        groups: list[list[Node]] = [[parts[0]]]
-        for prev, cur in itertools.pairwise(parts):
-            end = prev.end_byte
-            if end == cur.start_byte or (
-                self.src[end] == 0x5C and _CONTINUATION.fullmatch(self.src[end : cur.start_byte])
+        src = self.src
+        groups: list[list[int]] = [[0]]
+        end = parts[0].end_byte
+        for i in range(1, len(parts)):
+            cur = parts[i]
+            start = cur.start_byte
+            if end == start or (
+                src[end] == 0x5C and _CONTINUATION.fullmatch(src[end:start]) is not None
             ):
-                groups[-1].append(cur)
+                groups[-1].append(i)
             else:
-                groups.append([cur])
+                groups.append([i])
+            end = cur.end_byte
         # Most words are plain (no quotes, escapes, braces, globs or $): take them as they are.
         segments: list[list[Segment] | str] = []
         strict: list[str] = []
         for group in groups:
-            plain = self._plain_word(group[0]) if len(group) == 1 else None
+            plain = self._plain_word(parts[group[0]], kinds[group[0]]) if len(group) == 1 else None
             if plain is not None:
                 segments.append(plain)
                 strict.append(plain)
             else:
-                segs = [s for n in group for s in self._segments(n)]
+                segs: list[Segment] = []
+                for i in group:
+                    segs += self._segments(parts[i])
+                    deeper.append(parts[i])  # substitutions inside run too
                 segments.append(segs)
                 strict.extend(words_of(segs))
-                deeper.extend(group)  # substitutions inside run too
         text = text.strip()
         scoped = functools.partial(_in_child_scope, node)
         self.emit(text, tuple(strict), guessed=False, scoped=scoped)
@@ -196,12 +304,15 @@ class TreeWalker(Recorder):
                 self.emit(text, tuple(guess), guessed=True, scoped=scoped)
         return deeper
 
-    def _plain_word(self, node: Node) -> str | None:
-        if node.type == "command_name" and node.child_count == 1:
+    def _plain_word(self, node: Node, kind: str) -> str | None:
+        if kind == "command_name":
+            if node.child_count != 1:
+                return None
             node = node.children[0]
-        if node.type != "word":
+            kind = node.type
+        if kind != "word":
             return None
-        text = self._text(node)
+        text = self._slice(node.start_byte, node.end_byte)
         return text if _PLAIN_WORD.fullmatch(text) else None
 
     def _heredoc(self, node: Node) -> list[Node]:
@@ -214,9 +325,11 @@ class TreeWalker(Recorder):
         quoted = False
         body: Node | None = None
         for child in node.children:
-            if child.type == "heredoc_start":
-                quoted = any(c in self._text(child) for c in "'\"\\")
-            elif child.type == "heredoc_body":
+            kind = child.type
+            if kind == "heredoc_start":
+                start = self._text(child)
+                quoted = "'" in start or '"' in start or "\\" in start
+            elif kind == "heredoc_body":
                 body = child
             else:
                 rest.append(child)
@@ -229,17 +342,80 @@ class TreeWalker(Recorder):
                 self._nested(script, "heredoc", True)
         return rest
 
+    def _function(self, node: Node) -> _Resume:
+        """A function body runs only when called, from wherever the shell is by then.
+
+        Its commands are walked (they may run) with the directory unknown; after the
+        definition the directory is as before, unless the body can change it.
+        """
+        saved, start = self.cd, len(self.commands)
+        self.cd = None
+
+        def resume() -> None:
+            moved = any(
+                c.words and c.words[0] in _DIRECTORY_CHANGERS for c in self.commands[start:]
+            )
+            self.cd = None if moved else saved
+
+        return _Resume(resume)
+
     # -- assignments and redirections ------------------------------------------------------
+
+    def _redirected(self, node: Node) -> None:
+        """Note the directory each redirection of ``node`` is opened in (see ``redirect_cd``).
+
+        tree-sitter-bash reads ``a && b > f`` as a redirected *list*; bash redirects only the
+        last command of it, so the directory is the one in force when that command starts.
+        """
+        redirects: list[Node] = []
+        body: Node | None = None
+        for child in node.named_children:
+            kind = child.type
+            if kind == "file_redirect":
+                redirects.append(child)
+            elif kind == "heredoc_redirect":
+                redirects += _heredoc_file_redirects(child)
+            elif body is None and kind != "herestring_redirect":
+                body = child
+        if not redirects:
+            return
+        cell: list[tuple[str, ...] | None] = []
+        if body is not None and body.type == "list":
+            self.anchors[body] = cell  # filled by _anchored_list
+        else:
+            cell.append(self.cd)
+        for r in redirects:
+            self.redirect_cd[r] = cell
+
+    def _anchored_list(
+        self, node: Node, cell: list[tuple[str, ...] | None], stack: list[Any]
+    ) -> None:
+        """Walk a list so that ``cell`` gets the directory in force as its last command starts."""
+        children: list[Any] = list(node.named_children)
+        last = len(children) - 1
+        while last >= 0 and children[last].type == "comment":
+            last -= 1
+        if last >= 0 and children[last].type == "list":
+            self.anchors[children[last]] = cell
+        elif last >= 0:
+
+            def snapshot() -> None:
+                cell.append(self.cd)
+
+            children.insert(last, _Resume(snapshot))
+        children.reverse()
+        stack += children
 
     def _assignment(self, node: Node) -> None:
         children = node.children
         if not children:
             return
         name = self._text(children[0])
-        value_nodes = children[2:]
         value: str | None = ""
-        if value_nodes:
-            segs = [s for n in value_nodes for s in self._segments(n)]
+        if len(children) > 2:
+            segs: list[Segment] = []
+            for n in children[2:]:
+                segs += self._segments(n)
             value = literal_value(segs)
             if value is None:
                 value = guessed_value(segs, self.variables)
@@ -248,93 +424,113 @@ class TreeWalker(Recorder):
     def _redirect(self, node: Node) -> None:
         op = ""
         dest: Node | None = None
+        dest_kind = ""
         for child in node.children:
-            if (
-                child.type in WRITE_OPS
-                or child.type in READ_OPS
-                or child.type in ("<&", "<>", ">&-", "<&-")
-            ):
-                op = child.type
-            elif child.is_named and child.type != "file_descriptor":
-                dest = child
+            kind = child.type
+            if kind in _REDIRECT_OPS:
+                op = kind
+            elif kind != "file_descriptor" and child.is_named:
+                dest, dest_kind = child, kind
         if dest is None or not op:
             return
-        if op in (">&", "<&") and (dest.type == "number" or self._text(dest) == "-"):
+        text: str | None = None
+        if dest_kind == "word":
+            text = self._slice(dest.start_byte, dest.end_byte)
+        if op in _DUPLICATING and (
+            dest_kind == "number" or (text if text is not None else self._text(dest)) == "-"
+        ):
             return  # duplicates a file descriptor, touches no file
         write = op in WRITE_OPS or op == "<>"
         if not write and op not in READ_OPS:
             return
-        segs = self._segments(dest)
-        strict = words_of(segs)
-        target = strict[0] if len(strict) == 1 and _plain(strict[0]) else None
         guesses: tuple[str, ...] = ()
-        if target is None:
-            guesses = tuple(w for w in words_of(segs, self.variables) if _plain(w))
+        if text is not None and text != UNKNOWN and _PLAIN_WORD.fullmatch(text):
+            target: str | None = text  # no quotes, escapes, braces, globs or $: as written
+        else:
+            segs = self._segments(dest)
+            strict = words_of(segs)
+            target = strict[0] if len(strict) == 1 and _plain(strict[0]) else None
+            if target is None:
+                guesses = tuple(w for w in words_of(segs, self.variables) if _plain(w))
+        cell = self.redirect_cd.pop(node, None)
         self.redirects.append(
-            Redirect(self._text(node).strip(), op, target, guesses, self.cd, write)
+            Redirect(
+                self._slice(node.start_byte, node.end_byte).strip(),
+                op,
+                target,
+                guesses,
+                cell[0] if cell else self.cd,
+                write,
+            )
         )
 
     # -- words ------------------------------------------------------------------------------
 
     def _segments(self, node: Node, quoted: bool = False) -> list[Segment]:
         kind = node.type
-        text = self._text(node)
+        if kind == "string":
+            return self._double_quoted(node)
+        if kind == "concatenation" or kind == "command_name":
+            out: list[Segment] = []
+            for child in node.children:
+                out += self._segments(child, quoted)
+            return out
+        if kind == "process_substitution":
+            # Its value is always a /dev/fd path; the commands inside are found by the walk.
+            return [("lit", "/dev/fd/63", True)]
+        text = self._slice(node.start_byte, node.end_byte)
         if kind == "word":
+            if "\\" not in text:  # no escapes: the word is its text (what unquoted_word gives)
+                return [("lit", text, False)] if text else []
             return unquoted_word(text)
-        if kind in ("number", "brace_expression"):
+        if kind == "number" or kind == "brace_expression":
             return [("lit", text, quoted)]
         if kind == "raw_string":
             return [("lit", text[1:-1], True)]
         if kind == "ansi_c_string":
             return [("lit", ansi_c_text(text[2:-1]), True)]
-        if kind == "string":
-            return self._double_quoted(node)
-        if kind in ("concatenation", "command_name"):
-            out: list[Segment] = []
-            for child in node.children:
-                out.extend(self._segments(child, quoted))
-            return out
         if kind == "simple_expansion":
             return [("var", text[1:], quoted)]
         if kind == "expansion" and (m := _PLAIN_EXPANSION.fullmatch(text)):
             return [("var", m.group(1), quoted)]
-        if kind == "process_substitution":
-            # Its value is always a /dev/fd path; the commands inside are found by the walk.
-            return [("lit", "/dev/fd/63", True)]
         return [("unknown", text, quoted)]
 
     def _double_quoted(self, node: Node) -> list[Segment]:
         segs: list[Segment] = []
         pending: list[str] = []
-        start, end = node.start_byte + 1, node.end_byte - 1
-        pos = start
-
-        def flush() -> None:
-            if pending:
-                segs.append(("lit", double_quoted_text("".join(pending)), True))
-                pending.clear()
-
+        pos = node.start_byte + 1
+        end = node.end_byte - 1
         for child in node.children:
-            if child.type == '"':
+            kind = child.type
+            if kind == '"':
                 continue
-            if child.start_byte > pos:
-                pending.append(self._slice(pos, child.start_byte))
-            if child.type == "string_content":
-                pending.append(self._text(child))
+            start = child.start_byte
+            if start > pos:
+                pending.append(self._slice(pos, start))
+            if kind == "string_content":
+                pending.append(self._slice(start, child.end_byte))
             else:
-                flush()
-                segs.extend(self._segments(child, quoted=True))
+                if pending:
+                    segs.append(("lit", double_quoted_text("".join(pending)), True))
+                    pending.clear()
+                segs += self._segments(child, quoted=True)
             pos = max(pos, child.end_byte)
         if end > pos:
             pending.append(self._slice(pos, end))
-        flush()
+        if pending:
+            segs.append(("lit", double_quoted_text("".join(pending)), True))
         return segs or [("lit", "", True)]
 
     def _text(self, node: Node) -> str:
         return self._slice(node.start_byte, node.end_byte)
 
     def _slice(self, start: int, end: int) -> str:
-        return self.src[start:end].decode("utf-8", "surrogatepass")
+        if self.line is not None:
+            return self.line[start:end]
+        try:
+            return self.src[start:end].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:  # tree-sitter cut a lone surrogate's bytes (see parse_tree)
+            return self.src[start:end].decode("utf-8", "replace")
 
 
 def _substitutions(text: str) -> list[str] | None:
@@ -426,6 +622,11 @@ def _fallback_commands(command: str) -> list[SubCommand]:
         expanded = brace_expand(token.replace("\\", "\\\\")) or [token.replace("\\", "\\\\")]
         current.extend(w.replace("\\\\", "\\") for w in expanded)
     return out
+
+
+def _heredoc_file_redirects(node: Node) -> list[Node]:
+    """tree-sitter-bash hangs ``> f`` of ``cmd <<EOF > f`` under the heredoc redirection."""
+    return [c for c in node.named_children if c.type == "file_redirect"]
 
 
 def _plain(word: str) -> bool:
