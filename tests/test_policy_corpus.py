@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from policy_fixtures import Bash, Workspace, make_workspace
 
-from norma_cli.policy.shell import parse_script
+from norma_cli.policy.shell import parse_script, resolve_redirect
 
 OPERATORS = ["&&", "||", ";", "|", "&", "\n", "|&"]
 
@@ -340,6 +340,75 @@ UNPARSEABLE = [
     ("echo a\udcffb", "ask"),  # a lone surrogate: not text bash could be given (was a crash)
 ]
 
+# A cd may not happen: bash skips it after ``||`` when what came before succeeded, it fails
+# (``cd nope``), or it runs in a child shell. Its directory is certain only for the commands
+# chained to it by ``&&``; anywhere else a relative target is checked under every directory
+# the line may be in (allow: each must be allowed; deny: any denied is enough).
+CD_MAY_NOT_HAPPEN = [
+    ("cd build || echo x > out.txt", "ask"),  # echo runs only if cd failed: ./out.txt
+    ("cd build/nope; echo x > Makefile", "ask"),  # the cd fails: ./Makefile
+    ("true || cd build; echo x > out.txt", "ask"),  # the cd never runs
+    ("cd build && make > log.txt", "allow"),
+    ("cd build; make > log.txt", "ask"),
+    ("cd build\nmake > log.txt", "ask"),
+    ("true && cd build && echo x > out.txt", "allow"),
+    ("cd build && cd sub && echo x > out.txt", "allow"),
+    ("cd build && cd sub; echo x > out.txt", "ask"),  # ./, build/ or build/sub/
+    ("cd build && cd .. && echo x > out.txt", "ask"),  # build/.. is here
+    ("cd build || true > build/x", "allow"),  # here or in build/: build/** either way
+    ("cd build && echo x > out.txt || echo x > err.txt", "ask"),  # err.txt may be ./err.txt
+    ("cd build && echo x > out.txt || echo x > build/err.txt", "allow"),
+    ("true && true || cd build && echo x > out.txt", "ask"),  # cd skipped, echo still runs
+    ("ls || cd build && echo x > out.txt", "ask"),  # as above when ls succeeds
+    ("false || cd build && echo x > out.txt", "ask"),
+    ("cd src || cd build; echo x > a", "ask"),
+    ("! cd build && echo x > out.txt", "ask"),  # echo runs when cd failed
+    ("if cd build; then echo x > out.txt; fi", "ask"),  # conditions and bodies: uncertain
+    ("cd build & echo x > out.txt", "ask"),  # a background cd moves nothing here
+    ("cd build | echo x > out.txt", "ask"),  # nor a cd in a pipeline
+    ("env cd build && echo x > out.txt", "ask"),  # an external cd moves nothing
+    ("builtin cd build && echo x > out.txt", "allow"),
+    ("cd build && { cd sub; echo x > out.txt; }", "allow"),  # in build/ or build/sub/
+    ("cd build && bash -c 'echo x > out.txt'", "allow"),
+    ("cd build; bash -c 'echo x > out.txt'", "ask"),
+    ("eval 'cd /tmp' && echo x > build/out.txt", "ask"),  # eval's cd is not followed
+    ("(cd build && echo x > out.txt)", "allow"),
+    ("(cd build; echo x > out.txt)", "ask"),
+    ("(cd build && make) && echo x > build/out.txt", "allow"),  # the subshell's cd ends with it
+    ("cd build && for d in a b; do echo x > out.txt; cd ..; done", "ask"),  # 2nd pass: ./
+    ("cd build && while true; do echo x > out.txt; done", "allow"),  # no cd in the loop
+    ("f() { cd build && echo x > out.txt; }", "ask"),  # runs from wherever f is called
+    ("f() { cd build; }; f; echo x > out.txt", "ask"),
+    ("cd /etc || echo x > passwd", "deny"),  # a plausible /etc/passwd
+    ("cd /tmp; echo x > /etc/passwd", "deny"),
+    ("cd /etc\necho x > passwd", "deny"),
+    ("true || cd /etc; echo x > passwd", "deny"),
+    ("cd /etc && cd nope; echo x > passwd", "deny"),
+    ("if true; then cd /etc; fi; echo x > passwd", "deny"),
+    ("(cd /etc; echo x > passwd)", "deny"),
+    # tree-sitter-bash reads ``a && b > f | c > g`` as ``(a && b > f) | c > g``; bash runs
+    # ``a``, then ``b > f | c > g``: g is opened after the cd (the first was allowed as
+    # ./build/x; bash writes /tmp/build/x).
+    ("cd /tmp && echo x > /dev/null | cat > build/x", "ask"),
+    ("cd build && echo x 2>&1 | cat > x", "allow"),  # cat > x runs in build/
+]
+
+# Lines tree-sitter-bash misreads, found while checking the cd model against bash: it reads
+# ``! { ...; }`` and ``time { ...; }`` as commands named ``{`` and ``}``, and runs the line
+# after a three-command pipeline into its last command (``wc rm -rf x``). Such a line is not
+# literal (never allowed); what bash would run still meets the deny rules.
+MISREAD = [
+    ("! { rm -rf x; }", "deny"),
+    ("time { rm -rf x; }", "deny"),
+    ("! if rm x; then :; fi", "deny"),
+    ("! { git log; }", "ask"),
+    ('"{" git log', "ask"),  # a command named {, quoted: read as it is
+    ("git log | head | wc\nrm -rf x && ls > build/o", "deny"),  # was allowed
+    ("git log | head | wc\nshutdown && ls > build/o", "deny"),  # was allowed
+    ("git log | head | wc\ngit status && ls > build/o", "ask"),
+]
+
+
 CORPUS = (
     CHAINING
     + BASICS
@@ -350,6 +419,8 @@ CORPUS = (
     + REENTRY
     + WRAPPERS
     + REDIRECTS
+    + CD_MAY_NOT_HAPPEN
+    + MISREAD
     + UNPARSEABLE
 )
 
@@ -398,6 +469,23 @@ FAST_PATH_EXTRA = [
     '"A=1" ls',
     '"if" true',
     'sudo "rm" -rf /',
+    # cd chains: the nested redirection shows the directories each reader worked out
+    "cd a && cd b; bash -c 'ls > f'",
+    "cd a || bash -c 'ls > f'",
+    "true || cd a && bash -c 'ls > f'",
+    "cd a && ls | bash -c 'ls > f' && bash -c 'ls > g' || bash -c 'ls > h'",
+    "cd a && ls & bash -c 'ls > f'",
+    "cd a && ls | cd b | bash -c 'ls > f'; bash -c 'ls > g'",
+    "cd a; cd b; cd c && bash -c 'ls > f'; bash -c 'ls > g'",
+    "cd a\ncd b && bash -c 'ls > f'",
+    "env cd a && bash -c 'ls > f'",
+    "builtin cd a && bash -c 'ls > f'",
+    "command -p cd a && bash -c 'ls > f'",
+    "cd && cd - && bash -c 'ls > f'",
+    "eval 'cd a' && bash -c 'ls > f'",
+    "cd a && eval 'ls > f'",
+    "true || cd a && ./run",
+    "cd a || ./run",
 ]
 
 
@@ -436,23 +524,61 @@ def test_no_allow_for_a_line_that_is_not_literal(ws: Workspace) -> None:
             assert ws.evaluate(Bash(), {"command": command}).behavior != "allow", command
 
 
-# Known gap, left to the shell model (``shell.Recorder``): a ``cd`` is followed as if it always
-# ran and succeeded, yet after ``cd x ||`` the next command runs only when cd failed, after
-# ``cd x;`` it runs also when cd failed, and a cd on a branch not taken never runs. Each of
-# these writes ./<file> while the allow side checks build/<file>.
-CD_MAY_NOT_HAPPEN = [
-    ("cd build || echo x > out.txt", "ask"),
-    ("cd build/nope; echo x > Makefile", "ask"),
-    ("true || cd build; echo x > out.txt", "ask"),
-]
-
-
-@pytest.mark.xfail(strict=True, reason="cd is followed as if it always ran and succeeded")
-@pytest.mark.parametrize(("command", "expected"), CD_MAY_NOT_HAPPEN)
+@pytest.mark.parametrize(
+    ("command", "allow_side", "deny_side"),
+    [
+        ("cd build && make > log.txt", ["build/log.txt"], ["build/log.txt", "log.txt"]),
+        ("cd build; make > log.txt", ["log.txt", "build/log.txt"], ["log.txt", "build/log.txt"]),
+        ("cd a && cd b; ls > f", ["f", "a/f", "a/b/f"], ["f", "a/f", "a/b/f"]),
+        ("cd a; cd b; ls > f", ["f", "a/f", "b/f", "a/b/f"], ["f", "a/f", "b/f", "a/b/f"]),
+        ("cd a; cd b; cd c; ls > f", [], ["f"]),  # 8 directories: unknown (ask)
+        ("(cd a) && ls > f", ["f"], ["f"]),  # the subshell's cd ends with it
+        ("ls > f; cd /etc", ["f"], ["f"]),
+    ],
+)
 def test_cd_that_may_not_happen_does_not_move_later_redirections(
-    ws: Workspace, command: str, expected: str
+    command: str, allow_side: list[str], deny_side: list[str]
 ) -> None:
-    assert ws.evaluate(Bash(), {"command": command}).behavior == expected
+    """A relative target is resolved under every directory the line may be in by then (the
+    CD_MAY_NOT_HAPPEN lines of the corpus show the decisions this leads to)."""
+    (red,) = parse_script(command).redirects
+    assert resolve_redirect(red, "/w", deny_side=False) == [f"/w/{p}" for p in allow_side]
+    assert resolve_redirect(red, "/w", deny_side=True) == [f"/w/{p}" for p in deny_side]
+
+
+@pytest.mark.parametrize(
+    "command",
+    # Not the lines that would write outside the test's directory, nor the endless loop.
+    [c for c, _ in CD_MAY_NOT_HAPPEN if not any(s in c for s in ("/etc", "/tmp", "while true"))],
+    ids=lambda c: repr(c)[:60],
+)
+def test_bash_writes_only_where_the_allow_side_looked(tmp_path: Path, command: str) -> None:
+    """Real bash runs the line: every file a redirection made is one the allow side checked."""
+    import os
+    import subprocess
+
+    root = tmp_path / "top" / "proj"
+    for d in ("build/sub", "src"):
+        (root / d).mkdir(parents=True)
+    script = parse_script(command)
+    subprocess.run(
+        ["bash", "-c", command],
+        cwd=root,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=10,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home")},
+    )
+    made = {p.resolve() for p in tmp_path.rglob("*") if p.is_file()}
+    for red in script.redirects:
+        if red.target is None or red.harmless or (red.cd is None or not script.literal):
+            continue  # never allowed: nothing to check
+        looked = {
+            Path(os.path.normpath(p)) for p in resolve_redirect(red, str(root), deny_side=False)
+        }
+        for path in made:
+            if path.name == Path(red.target).name:
+                assert path in looked, (red.text, path, looked)
 
 
 def test_allowed_line_lists_every_subcommand_with_its_rule(ws: Workspace) -> None:

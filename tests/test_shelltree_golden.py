@@ -1,14 +1,18 @@
-"""The tree-sitter walk reproduces a recorded reading of 580 command lines, field for field.
+"""The tree-sitter walk reproduces a recorded reading of 649 command lines, field for field.
 
 ``tests/fixtures/shelltree_golden.json`` holds, for every line of the policy corpus, the
 fast-path parity lines and the tricky lines below, the complete ``parse_tree`` result: each
 sub-command (text, canonical words, every reading, literal flag, reason, open-ended and
 deny-only flags; glob words marked as such), each redirection (text, operator, target,
-guesses, ``cd`` in force, write flag) and the script-wide problems, literal flag and reasons.
+guesses, the directories it may be opened in as ``cd`` steps — one as a list of steps, several
+as ``{"any_of": [...]}`` —, write flag) and the script-wide problems, literal flag and reasons.
 It was written from the walker as it stood before the walk was optimised (session 2), so any
 refactoring of ``shelltree`` that changes a single field of a single line fails here. Since
 then, on purpose: the directory of a redirection whose own command runs ``cd`` (``cd build >
-out``) and of redirections in function bodies; lines added later were recorded as they came.
+out``) and of redirections in function bodies; a cd that may not have happened (``cd x; a >
+f``: here or in x), subshells giving the directory back, ``eval 'cd x'``; reserved words
+tree-sitter-bash reads as command words (``! { git log; }``, ``time { ...; }``). Lines added
+later were recorded as they came.
 
 Lines are added with ``.venv/bin/python tests/test_shelltree_golden.py --add`` (records only
 lines missing from the file). A deliberate change of behaviour is recorded line by line with
@@ -296,6 +300,16 @@ def _words(ws: Any) -> Any:
     return None if ws is None else [_word(w) for w in ws]
 
 
+def _dirs(dirs: Any) -> Any:
+    """One directory as its ``cd`` steps (the format of the first recordings); several as
+    ``{"any_of": [...]}``; None when unknown."""
+    if dirs is None:
+        return None
+    if len(dirs) == 1:
+        return _words(dirs[0])
+    return {"any_of": [_words(d) for d in dirs]}
+
+
 def snapshot(script: ShellScript) -> dict[str, Any]:
     """Everything a ``ShellScript`` holds, as plain JSON values."""
     out = {
@@ -317,7 +331,7 @@ def snapshot(script: ShellScript) -> dict[str, Any]:
                 "op": r.op,
                 "target": None if r.target is None else _word(r.target),
                 "guesses": _words(r.guesses),
-                "cd": _words(r.cd),
+                "cd": _dirs(r.cd),
                 "write": r.write,
                 "harmless": r.harmless,
             }

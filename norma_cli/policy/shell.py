@@ -19,8 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from norma_cli.core.record import record, replace
 from norma_cli.policy.shellwords import UNKNOWN, GlobWord
@@ -34,6 +33,12 @@ from norma_cli.policy.wrappers import (
 )
 
 Words = tuple[str, ...]
+# The directories a command may run in, each as the ``cd`` arguments that lead there from the
+# working directory: ``((),)`` is the working directory itself, ``((), ("build",))`` either it
+# or ./build (a ``cd build`` that may or may not have happened). None: not known.
+Dirs = tuple[tuple[str, ...], ...]
+HERE: Dirs = ((),)
+MAX_DIRS = 4  # more possible directories than this: the directory is unknown
 
 MAX_REENTRY = 8  # bash -c inside bash -c ...
 MAX_NODES = 50_000  # syntax nodes walked before we give up (and ask)
@@ -66,7 +71,7 @@ class Redirect:
     op: str
     target: str | None  # the path as written, when literal
     guesses: tuple[str, ...]  # best-guess spellings of a non-literal target (deny side)
-    cd: tuple[str, ...] | None  # ``cd`` arguments in force, in order; None: unknown directory
+    cd: Dirs | None  # every directory the redirection may be opened in; None: unknown
     write: bool
 
     @property
@@ -134,6 +139,10 @@ _PIECE = re.compile(rf"[{_SAFE}]+|{_QUOTED}")
 _KEYWORDS = "if then else elif fi case esac for select while until do done in function time coproc"
 _RESERVED = frozenset(_KEYWORDS.split())
 _PIPES = frozenset({"|", "|&"})
+_AND_OR = frozenset({"&&", "||"})
+# After these the next command is still in the ``&&`` chain of a cd before (a pipeline's
+# commands are one operand of ``&&``).
+_CHAINED = frozenset({"&&", *_PIPES})
 APPEND_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+=")
 
 
@@ -170,7 +179,10 @@ def _parse_simple(command: str, depth: int) -> ShellScript | None:
     if not _SIMPLE_LINE.fullmatch(command):
         return None
     walker = Recorder(depth)
-    for before, text, words, quoted, after in _simple_commands(command):
+    commands = _simple_commands(command)
+    for i, (before, text, words, quoted, after) in enumerate(commands):
+        if before not in _CHAINED:
+            walker.widen()  # past the ``&&`` chain of the last cd: it may not have happened
         if not words:
             if before in (None, "\n", ";", "&") and after in (None, "\n"):
                 continue  # an empty line, or a trailing terminator
@@ -186,9 +198,23 @@ def _parse_simple(command: str, depth: int) -> ShellScript | None:
             continue
         if words[0] in _RESERVED:
             return None
-        scoped = before in _PIPES or after in _PIPES or after == "&"
-        walker.emit(text, tuple(words), guessed=False, scoped=functools.partial(bool, scoped))
+        walker.emit(text, tuple(words), guessed=False, at=functools.partial(_chains, commands, i))
     return walker.script(command)
+
+
+def _chains(commands: list[tuple[str | None, str, list[str], bool, str | None]], i: int) -> bool:
+    """Does a cd at ``commands[i]`` surely move the commands chained to it by ``&&``?
+
+    Not when it is reached through ``||`` (skipped when what came before succeeded), runs in
+    a pipeline, or in an and-or list sent to the background: those run in a child shell.
+    """
+    before, after = commands[i][0], commands[i][4]
+    if before in ("||", *_PIPES) or after in _PIPES:
+        return False
+    while after in _AND_OR or after in _PIPES:
+        i += 1
+        after = commands[i][4]
+    return after != "&"
 
 
 class Recorder:
@@ -196,12 +222,21 @@ class Recorder:
 
     Both readers feed it: the fast path for plain lines and the tree-sitter walk
     (``shelltree.TreeWalker``). It follows assignments (for deny-side guesses) and ``cd``.
+
+    A ``cd`` is followed soundly: bash may skip it (``true || cd x``) or it may fail
+    (``cd nope; make > log`` writes ./log), so its directory is *certain* only for the
+    commands chained to it by ``&&`` (``cd build && make > log``), and only when the cd itself
+    surely ran if they do (not after ``||``, not negated, not in a pipeline or background
+    list). Past that chain (``widen``) a command may run in the directory before the cd or in
+    any a cd since may have led to: ``trail`` holds those, in order.
     """
 
     def __init__(self, depth: int) -> None:
         self.depth = depth
         self.variables: dict[str, str] = {}  # literal assignments seen so far (guesses only)
-        self.cd: tuple[str, ...] | None = ()
+        self.cd: Dirs | None = HERE  # the directories the next command may run in
+        self.trail: list[Dirs | None] = []  # where each directory change so far may lead
+        self.chain: tuple[Dirs | None, int] = (HERE, 0)  # ``cd`` and trail where it began
         self.commands: list[SubCommand] = []
         self.redirects: list[Redirect] = []
         self.problems: list[str] = []
@@ -214,8 +249,11 @@ class Recorder:
             tuple(dict.fromkeys(self.problems)),
         )
 
-    def emit(self, text: str, words: Words, *, guessed: bool, scoped: Callable[[], bool]) -> None:
-        """Record the programs behind one simple command's words."""
+    def emit(self, text: str, words: Words, *, guessed: bool, at: Any) -> None:
+        """Record the programs behind one simple command's words.
+
+        ``at`` says where the command stands, for ``_certain`` (the readers differ).
+        """
         head = words[0] if words else UNKNOWN
         if (
             not guessed
@@ -249,10 +287,12 @@ class Recorder:
                 )
             )
         literal = not guessed and UNKNOWN not in words
+        moved = False
         for script in scripts:
-            self._nested(script, text, literal)
-        if not guessed:
-            self._track_cd(programs, scoped)
+            moved = self._nested(script, text, literal) or moved
+        if moved and _builtin_head(words) in _IN_THIS_SHELL:
+            self._moved(None, None)  # ``eval 'cd x'``: a cd we do not follow
+        self._track_cd(words, programs, None if guessed else at)
 
     def _not_literal(self, words: Words, prog: Program) -> str:
         if UNKNOWN in words:
@@ -265,45 +305,101 @@ class Recorder:
         if "/" in head:
             if head.startswith("/dev/fd/"):
                 return "the command name is a process substitution"
-            if _relative(head) and self.cd != ():
+            if _relative(head) and self.cd != HERE:
                 return "runs a relative path after cd"
         return ""
 
-    def _nested(self, script: str, text: str, literal: bool) -> None:
-        """A shell string run by ``bash -c``, ``eval``, ...: its commands are ours too."""
+    def _nested(self, script: str, text: str, literal: bool) -> bool:
+        """A shell string run by ``bash -c``, ``eval``, ...: its commands are ours too.
+
+        True when the string may change directory (which matters when it runs in this shell).
+        """
         if self.depth >= MAX_REENTRY:
             self.problems.append(f"{text}: shell strings nested too deeply")
-            return
+            return True
         inner = _parse(script, self.depth + 1)
         self.problems.extend(inner.problems)
+        moved = False
         for c in inner.commands:
             reason = c.reason
+            head = c.words[0] if c.words else ""
+            moved = moved or head in _DIRECTORY_CHANGERS
             if not reason and not literal:
                 reason = "runs a shell string that is not literal"
-            elif not reason and self.cd != () and "/" in c.words[0] and _relative(c.words[0]):
+            elif not reason and self.cd != HERE and "/" in head and _relative(head):
                 reason = "runs a relative path after cd"
             self.commands.append(c._replace(literal=c.literal and not reason, reason=reason))
         for r in inner.redirects:
-            cd = None if self.cd is None or r.cd is None else self.cd + r.cd
+            cd = _joined(self.cd, r.cd)
             if not literal and r.target is not None:
                 r = replace(r, target=None, guesses=(r.target, *r.guesses))
             self.redirects.append(replace(r, cd=cd))
+        return moved
 
-    def _track_cd(self, programs: list[Program], scoped: Callable[[], bool]) -> None:
-        """Follow ``cd`` so relative redirection targets land where bash would put them."""
+    def _track_cd(self, words: Words, programs: list[Program], at: Any) -> None:
+        """Follow ``cd`` so relative redirection targets land where bash would put them.
+
+        ``at`` is None when the cd is surely not certain (a guessed reading).
+        """
         for prog in programs:
             name = prog.words[0] if prog.words else ""
             if name not in _DIRECTORY_CHANGERS or prog.deny_only:
                 continue
             args = [w for w in prog.words[1:] if w not in ("-L", "-P", "-e", "--")]
-            if scoped() or name != "cd" or len(args) > 1 or self.cd is None:
-                self.cd = None
+            new: Dirs | None = None
+            if name != "cd" or len(args) > 1 or prog.open_ended:
+                pass  # pushd/popd, or words appended at run time: unknown
             elif not args:
-                self.cd = (*self.cd, "~")
-            elif args[0] in (UNKNOWN, "-") or isinstance(args[0], GlobWord):
-                self.cd = None
-            else:
-                self.cd = (*self.cd, args[0])
+                new = _stepped(self.cd, "~")
+            elif args[0] != UNKNOWN and args[0][:1] != "-" and type(args[0]) is str:
+                new = _stepped(self.cd, args[0])
+            # ``env cd x``, ``nice cd x``, ...: an external cd that moves nothing (perhaps,
+            # as far as we care) — unless it is the builtin after all (``builtin cd``, ...).
+            builtin = _builtin_head(words) in _DIRECTORY_CHANGERS
+            self._moved(new, at if builtin else None)
+
+    def _moved(self, new: Dirs | None, at: Any) -> None:
+        """The script may now be in ``new`` (None: anywhere); ``at``: where the cd stands."""
+        certain = new is not None and at is not None and self._certain(at)
+        self.trail.append(new)
+        self.cd = new if certain else _union(self.cd, new)  # or: it may not have happened
+
+    def _certain(self, at: Any) -> bool:
+        """Will the commands chained to this cd by ``&&`` surely run where it went?
+
+        The fast path passes a callable (``_chains``); ``TreeWalker`` reads the tree, and
+        both call ``widen`` where the chain ends.
+        """
+        return bool(at())
+
+    def lost_track(self, commands: int, redirects: int) -> None:
+        """The directory changed in a loop body: from the given commands and redirections on
+        (the loop's), and after the loop, it is unknown — a later pass starts where one ended.
+        """
+        self.cd = None
+        self.trail.append(None)
+        for i in range(redirects, len(self.redirects)):
+            r = self.redirects[i]
+            if r.cd is not None:
+                self.redirects[i] = replace(r, cd=None)
+        for i in range(commands, len(self.commands)):
+            c = self.commands[i]
+            head = c.words[0] if c.words else ""
+            if c.literal and "/" in head and _relative(head):
+                self.commands[i] = c._replace(literal=False, reason="runs a relative path after cd")
+
+    def widen(self) -> None:
+        """The end of an ``&&`` chain (fast path): its cds may or may not have happened."""
+        cd, mark = self.chain
+        if len(self.trail) > mark:
+            self.cd = self.since(cd, mark)
+            self.chain = (self.cd, len(self.trail))
+
+    def since(self, cd: Dirs | None, mark: int) -> Dirs | None:
+        """``cd``, or anywhere the directory changes after ``trail[mark]`` may have led."""
+        for new in self.trail[mark:]:
+            cd = _union(cd, new)
+        return cd
 
     def assign(self, name: str, value: str | None, append: bool = False) -> None:
         """Note ``name=value``: code variables make the line non-literal; values feed guesses."""
@@ -315,6 +411,41 @@ class Recorder:
             self.variables[name] += value
         else:
             self.variables[name] = value
+
+
+# Words before a builtin that still run it in this shell (``builtin cd x``, ``command eval``).
+_TRANSPARENT = frozenset({"builtin", "command", "time"})
+_IN_THIS_SHELL = frozenset({"eval", "trap"})  # run a shell string here, not in a child
+
+
+def _builtin_head(words: Words) -> str:
+    """The builtin ``words`` run in this shell, past ``builtin``/``command``/``time``."""
+    for i, w in enumerate(words):
+        if type(w) is not str:
+            return ""
+        if w in _TRANSPARENT or (i and w.startswith("-")):
+            continue
+        return w
+    return ""
+
+
+def _union(a: Dirs | None, b: Dirs | None) -> Dirs | None:
+    if a is None or b is None:
+        return None
+    out = tuple(dict.fromkeys(a + b))
+    return out if len(out) <= MAX_DIRS else None
+
+
+def _stepped(dirs: Dirs | None, step: str) -> Dirs | None:
+    return None if dirs is None else tuple(dict.fromkeys((*d, step) for d in dirs))
+
+
+def _joined(outer: Dirs | None, inner: Dirs | None) -> Dirs | None:
+    """Directories of a nested script's redirection: its own cds, from wherever it starts."""
+    if outer is None or inner is None:
+        return None
+    out = tuple(dict.fromkeys(o + i for o in outer for i in inner))
+    return out if len(out) <= MAX_DIRS else None
 
 
 def _relative(path: str) -> bool:
@@ -337,8 +468,10 @@ def with_basenames(readings: tuple[Words, ...]) -> tuple[Words, ...]:
 def resolve_redirect(r: Redirect, cwd: str, *, deny_side: bool) -> list[str]:
     """Absolute spellings (before symlink resolution) of a redirection's target.
 
-    A relative target after ``cd`` lands under the directory cd chose; when that is unknown,
-    only the deny side guesses (from the working directory). Targets are not normalised here.
+    A relative target is resolved under every directory a ``cd`` may have left the shell in
+    (the allow side needs each covered); when that is unknown, only the deny side guesses
+    (from the working directory), and it also tries the working directory after any cd (it
+    may have failed). Targets are not normalised here.
     """
     spelled = [r.target] if r.target is not None else []
     if deny_side:
@@ -349,11 +482,11 @@ def resolve_redirect(r: Redirect, cwd: str, *, deny_side: bool) -> list[str]:
         if os.path.isabs(t):
             out.append(t)
             continue
-        if r.cd is not None:
+        for steps in r.cd or ():
             base = cwd
-            for step in r.cd:
+            for step in steps:
                 base = os.path.join(base, os.path.expanduser(step))
             out.append(os.path.join(base, t))
-        if deny_side and r.cd != ():
+        if deny_side and r.cd != HERE:
             out.append(os.path.join(cwd, t))
     return list(dict.fromkeys(out))

@@ -11,7 +11,10 @@ still meets what it can see.
 
 Redirections are resolved against the directory in force when bash opens them: before the
 command they belong to runs (``cd build > out`` writes ./out), and, in a function body, an
-unknown one (the body runs when called, from wherever the shell is by then).
+unknown one (the body runs when called, from wherever the shell is by then). A ``cd`` moves
+the commands chained to it by ``&&`` for certain and any later one only perhaps (see
+``shell.Recorder``); a subshell or substitution gives the directory back when it ends, and a
+loop whose body changes directory leaves it unknown (a later pass starts where the last ended).
 
 Importing this module is cheap; tree-sitter itself is imported on the first parse.
 """
@@ -24,13 +27,14 @@ import re
 import shlex
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from norma_cli.policy.shell import (
     APPEND_RE,
     MAX_NODES,
     READ_OPS,
     WRITE_OPS,
+    Dirs,
     Recorder,
     Redirect,
     ShellScript,
@@ -54,8 +58,13 @@ from norma_cli.policy.wrappers import ASSIGNMENT_RE, unwrap
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
-# Constructs that run in a child shell: a ``cd`` inside them does not outlive them.
-_CHILD_SCOPES = frozenset({"subshell", "pipeline", "command_substitution", "process_substitution"})
+T = TypeVar("T")
+
+# Constructs that run in a child shell the walk gives the directory back after; a pipeline or
+# a list sent to the background (``&``) also does, but the walk does not (a cd there may or
+# may not move what follows, as far as the walk knows).
+_RESTORED = frozenset({"subshell", "command_substitution", "process_substitution"})
+_LOOPS = frozenset({"while_statement", "for_statement", "c_style_for_statement"})
 _PLAIN_EXPANSION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CONTINUATION = re.compile(rb"(?:\\\r?\n)+")
 _PLAIN_WORD = re.compile(r"[^\\{}*?\[$'\"`~]+")
@@ -99,7 +108,7 @@ def _parser() -> Parser:
 
 # What the walk does with a node, by type (one dict lookup instead of a chain of compares).
 _COMMAND, _ASSIGNMENT, _REDIRECT, _HEREDOC, _SUBSTITUTION = 1, 2, 3, 4, 5
-_REDIRECTED, _LIST, _FUNCTION, _RESUME = 6, 7, 8, 9
+_REDIRECTED, _LIST, _FUNCTION, _RESUME, _CHILD, _LOOP, _PIPELINE = 6, 7, 8, 9, 10, 11, 12
 _VISIT = {
     "command": _COMMAND,
     "variable_assignment": _ASSIGNMENT,
@@ -110,8 +119,17 @@ _VISIT = {
     "list": _LIST,
     "function_definition": _FUNCTION,
     "norma:resume": _RESUME,
+    "pipeline": _PIPELINE,
+    "subshell": _CHILD,
+    "process_substitution": _CHILD,
+    **dict.fromkeys(_LOOPS, _LOOP),
 }
-_DIRECTORY_CHANGERS = frozenset({"cd", "pushd", "popd"})  # as ``shell.Recorder`` follows them
+# Reserved words tree-sitter-bash reads as command words after ``!`` or ``time`` (``_misread``).
+_MISREAD = frozenset(
+    {"{", "}", "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while"}
+    | {"until", "do", "done", "in"}
+)
+_MISREAD_HEADS = _MISREAD | {"time"}
 _REDIRECT_OPS = WRITE_OPS | READ_OPS | {"<&", "<>", ">&-", "<&-"}
 _DUPLICATING = frozenset({">&", "<&"})
 
@@ -144,14 +162,16 @@ class TreeWalker(Recorder):
         # command (``cd build > out``, ``{ cd build; } > out``) does not move them; the walk
         # meets them after the command, so each one carries the directory in force before it
         # (a one-item list, filled when the walk reaches the command it belongs to).
-        self.redirect_cd: dict[Any, list[tuple[str, ...] | None]] = {}
-        self.anchors: dict[Any, list[tuple[str, ...] | None]] = {}
+        self.redirect_cd: dict[Any, list[Dirs | None]] = {}
+        self.anchors: dict[Any, list[Dirs | None]] = {}
+        self.stack: list[Any] = []  # the walk's stack (``_certain`` schedules on it)
 
     def walk(self, root: Node) -> bool:
         """Visit the whole tree; False when it did not parse or was too large to finish."""
         if root.has_error:
             self.problems.append("the command does not parse as bash")
         stack: list[Any] = [root]  # syntax nodes, and _Resume entries
+        self.stack = stack
         pop = stack.pop
         visit = _VISIT.get
         line = self.line
@@ -176,9 +196,10 @@ class TreeWalker(Recorder):
                         text = line[node.start_byte : node.end_byte]
                         if "=" not in text and simple(text):
                             words = text.split()
+                            if words and words[0] in _MISREAD_HEADS:
+                                words = _without(words, self._misread(words))
                             if words:
-                                scoped = functools.partial(_in_child_scope, node)
-                                emit(text.strip(), tuple(words), guessed=False, scoped=scoped)
+                                emit(text.strip(), tuple(words), guessed=False, at=node)
                             continue
                     deeper = self._command(node)
                     if deeper:
@@ -191,7 +212,7 @@ class TreeWalker(Recorder):
                     self._redirect(node)
                 elif what == _REDIRECTED:
                     self._redirected(node)
-                elif what == _LIST:
+                elif what in (_LIST, _PIPELINE):
                     if anchors:
                         cell = anchors.pop(node, None)
                         if cell is not None:
@@ -199,18 +220,24 @@ class TreeWalker(Recorder):
                             continue
                 elif what == _FUNCTION:
                     stack.append(self._function(node))
+                elif what == _CHILD:
+                    stack.append(self._child())
+                elif what == _LOOP:
+                    stack.append(self._loop())
                 elif what == _HEREDOC:
                     rest = self._heredoc(node)
                     rest.reverse()
                     stack += rest
                     continue
-                elif self.src[node.start_byte : node.start_byte + 1] == b"`":
-                    text = self._text(node)
-                    if "\\" in text:
-                        # Inside backticks ``\` \$ \\`` are unescaped before the text is parsed
-                        # again, so tree-sitter's reading of the escaped text is not what bash runs.
-                        self._nested(re.sub(r"\\([`$\\])", r"\1", text[1:-1]), text, True)
-                        continue
+                else:  # _SUBSTITUTION
+                    if self.src[node.start_byte : node.start_byte + 1] == b"`":
+                        text = self._text(node)
+                        if "\\" in text:
+                            # Inside backticks ``\` \$ \\`` are unescaped before the text is
+                            # parsed again, so tree-sitter's reading of it is not what bash runs.
+                            self._nested(re.sub(r"\\([`$\\])", r"\1", text[1:-1]), text, True)
+                            continue
+                    stack.append(self._child())
             children = node.named_children
             if children:
                 stack += children[::-1]  # a copy: never reorder a list tree-sitter may cache
@@ -235,13 +262,12 @@ class TreeWalker(Recorder):
                         return []
             elif not words:
                 return []
+            if words and words[0] in _MISREAD_HEADS:
+                words = _without(words, self._misread(words))
+                if not words:
+                    return []
             if words:
-                self.emit(
-                    text.strip(),
-                    tuple(words),
-                    guessed=False,
-                    scoped=functools.partial(_in_child_scope, node),
-                )
+                self.emit(text.strip(), tuple(words), guessed=False, at=node)
                 return []
         parts: list[Node] = []
         deeper: list[Node] = []
@@ -259,6 +285,9 @@ class TreeWalker(Recorder):
             else:
                 parts.append(child)
                 kinds.append(kind)
+        if parts and self._text(parts[0]) in _MISREAD_HEADS:
+            misread = self._misread([self._text(p) for p in parts])
+            parts, kinds = _without(parts, misread), _without(kinds, misread)
         if not parts:
             return deeper
         # tree-sitter splits ``r\<newline>m`` into two words; bash joins them.
@@ -272,9 +301,30 @@ class TreeWalker(Recorder):
                 src[end] == 0x5C and _CONTINUATION.fullmatch(src[end:start]) is not None
             ):
                 groups[-1].append(i)
+            elif b"\n" in src[end:start] and b"\n" in _CONTINUATION.sub(b"", src[end:start]):
+                # tree-sitter-bash reads ``a | b | c <newline> d && e`` as having the command
+                # ``c d``; bash ends a command at a newline, so each line is a command.
+                self.problems.append("the parser joined two lines into one command")
+                self._words(node, None, parts, kinds, groups, deeper)
+                groups = [[i]]
             else:
                 groups.append([i])
             end = cur.end_byte
+        self._words(node, text if groups[0][0] == 0 else None, parts, kinds, groups, deeper)
+        return deeper
+
+    def _words(
+        self,
+        node: Node,
+        text: str | None,
+        parts: list[Node],
+        kinds: list[str],
+        groups: list[list[int]],
+        deeper: list[Node],
+    ) -> None:
+        """Record the command whose words are ``groups`` of ``parts`` (``text``: as written)."""
+        if text is None:
+            text = self._slice(parts[groups[0][0]].start_byte, parts[groups[-1][-1]].end_byte)
         # Most words are plain (no quotes, escapes, braces, globs or $): take them as they are.
         segments: list[list[Segment] | str] = []
         strict: list[str] = []
@@ -291,8 +341,7 @@ class TreeWalker(Recorder):
                 segments.append(segs)
                 strict.extend(words_of(segs))
         text = text.strip()
-        scoped = functools.partial(_in_child_scope, node)
-        self.emit(text, tuple(strict), guessed=False, scoped=scoped)
+        self.emit(text, tuple(strict), guessed=False, at=node)
         if UNKNOWN in strict:
             guess: list[str] = []
             for word in segments:
@@ -301,8 +350,28 @@ class TreeWalker(Recorder):
                 else:
                     guess.extend(words_of(word, self.variables))
             if guess != strict:
-                self.emit(text, tuple(guess), guessed=True, scoped=scoped)
-        return deeper
+                self.emit(text, tuple(guess), guessed=True, at=node)
+
+    def _widen_from(self, prior: Dirs | None, mark: int) -> None:
+        self.cd = self.since(prior, mark)
+
+    def _misread(self, words: list[str]) -> slice:
+        """The reserved words tree-sitter-bash took for command words (an empty slice: none).
+
+        It reads ``! { cd x; }`` and ``time { ...; }`` (``! if``, ``! while``, ...) as the
+        commands ``{ cd x`` and ``}``; bash never runs an unquoted reserved word. The line is
+        not literal, and what follows the reserved words is still checked (deny rules, cd).
+        ``words`` are as written (a quoted ``"{"`` is not a reserved word).
+        """
+        lead = 0
+        if words[0] == "time":
+            lead = 2 if len(words) > 1 and words[1] == "-p" else 1
+        end = lead
+        while end < len(words) and words[end] in _MISREAD:
+            end += 1
+        if end > lead:
+            self.problems.append("a reserved word where a command should be (after ! or time?)")
+        return slice(lead, end)
 
     def _plain_word(self, node: Node, kind: str) -> str | None:
         if kind == "command_name":
@@ -348,16 +417,91 @@ class TreeWalker(Recorder):
         Its commands are walked (they may run) with the directory unknown; after the
         definition the directory is as before, unless the body can change it.
         """
-        saved, start = self.cd, len(self.commands)
+        saved, mark = self.cd, len(self.trail)
         self.cd = None
 
         def resume() -> None:
-            moved = any(
-                c.words and c.words[0] in _DIRECTORY_CHANGERS for c in self.commands[start:]
-            )
-            self.cd = None if moved else saved
+            if len(self.trail) == mark:
+                self.cd = saved
 
         return _Resume(resume)
+
+    def _child(self) -> _Resume:
+        """A subshell or substitution: a cd inside it is undone when it ends."""
+        saved, mark = self.cd, len(self.trail)
+
+        def resume() -> None:
+            self.cd = saved
+            del self.trail[mark:]
+
+        return _Resume(resume)
+
+    def _loop(self) -> _Resume:
+        """A loop runs its body again from where the last pass left the shell."""
+        commands, redirects, mark = len(self.commands), len(self.redirects), len(self.trail)
+
+        def resume() -> None:
+            if len(self.trail) != mark:
+                self.lost_track(commands, redirects)
+
+        return _Resume(resume)
+
+    def _certain(self, at: Any) -> bool:
+        """Does the cd command ``at`` surely run before the commands ``&&`` chains to it?
+
+        If so, schedule ``widen`` for the end of that chain and say yes. Not when the cd is
+        reached through ``||``, negated, or in a pipeline or background list this walk does
+        not give the directory back after (see ``_RESTORED``).
+        """
+        node = at
+        while node is not None and node.type not in _RESTORED:
+            if node.type == "pipeline" and not _before_pipeline(at, node):
+                return False
+            after = node.next_sibling
+            if after is not None and after.type == "&":
+                return False
+            node = node.parent
+        # Up through the lists whose last command the cd is: ``a && cd x`` succeeds only if
+        # cd ran and succeeded; ``a || cd x`` also when cd never ran.
+        node = at
+        parent = node.parent
+        while parent is not None:
+            kind = parent.type
+            if kind == "redirected_statement" and _body(parent) == node:
+                pass
+            elif kind == "list" and _operands(parent)[2] == node:
+                if _operands(parent)[1] != "&&":
+                    return False
+            else:
+                break
+            node, parent = parent, parent.parent
+        # Then every ``&& right`` the cd's list is the left side of runs only after the cd.
+        end: Node | None = None
+        while parent is not None:
+            kind = parent.type
+            if kind == "redirected_statement" and _body(parent) == node:
+                pass
+            elif kind == "list":
+                left, op, right = _operands(parent)
+                if left != node or op != "&&" or right is None:
+                    break
+                end = right
+            elif kind == "pipeline" and end is not None and _before_pipeline(at, parent):
+                end = parent.named_children[-1]  # ``cd x && a 2>&1 | b``: b is chained too
+            else:
+                break
+            node, parent = parent, parent.parent
+        if end is None:
+            return False
+        stack = self.stack
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] == end:
+                # Popped once ``end`` has been walked: from there on, the directory before
+                # this cd, or wherever it and the cds after it may have led.
+                widen = functools.partial(self._widen_from, self.cd, len(self.trail))
+                stack.insert(i, _Resume(widen))
+                return True
+        return False
 
     # -- assignments and redirections ------------------------------------------------------
 
@@ -366,6 +510,8 @@ class TreeWalker(Recorder):
 
         tree-sitter-bash reads ``a && b > f`` as a redirected *list*; bash redirects only the
         last command of it, so the directory is the one in force when that command starts.
+        Likewise it reads ``a && b > f | c > g`` as ``(a && b > f) | c``, redirected to g:
+        bash runs ``a`` first (a cd there moves g), then the pipeline ``b > f | c > g``.
         """
         redirects: list[Node] = []
         body: Node | None = None
@@ -379,17 +525,15 @@ class TreeWalker(Recorder):
                 body = child
         if not redirects:
             return
-        cell: list[tuple[str, ...] | None] = []
-        if body is not None and body.type == "list":
+        cell: list[Dirs | None] = []
+        if body is not None and (body.type == "list" or _misread_pipeline(body)):
             self.anchors[body] = cell  # filled by _anchored_list
         else:
             cell.append(self.cd)
         for r in redirects:
             self.redirect_cd[r] = cell
 
-    def _anchored_list(
-        self, node: Node, cell: list[tuple[str, ...] | None], stack: list[Any]
-    ) -> None:
+    def _anchored_list(self, node: Node, cell: list[Dirs | None], stack: list[Any]) -> None:
         """Walk a list so that ``cell`` gets the directory in force as its last command starts."""
         children: list[Any] = list(node.named_children)
         last = len(children) - 1
@@ -633,13 +777,60 @@ def _plain(word: str) -> bool:
     return word != UNKNOWN and not isinstance(word, GlobWord)
 
 
-def _in_child_scope(node: Any) -> bool:
-    """Does ``node`` run in a child shell (subshell, pipeline, substitution, ``&``)?"""
-    while node is not None:
-        if node.type in _CHILD_SCOPES:
+def _body(node: Node) -> Node | None:
+    """What a redirected statement redirects."""
+    for child in node.named_children:
+        if child.type not in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+            return child
+    return None
+
+
+def _without(items: list[T], misread: slice) -> list[T]:
+    """``items`` less the ``misread`` ones; nothing when nothing else is left but ``time``."""
+    if misread.start == misread.stop:
+        return items
+    rest = items[misread.stop :]
+    return items[: misread.start] + rest if rest else []
+
+
+def _misread_pipeline(node: Node) -> bool:
+    """A pipeline tree-sitter-bash built from an and-or list (``a && b > f | c``, nested)."""
+    if node.type != "pipeline":
+        return False
+    for child in node.named_children:
+        body = _body(child) if child.type == "redirected_statement" else child
+        if body is not None and (body.type == "list" or _misread_pipeline(body)):
             return True
-        after = node.next_sibling
-        if after is not None and after.type == "&":
-            return True
-        node = node.parent
     return False
+
+
+def _before_pipeline(cd: Node, pipeline: Node) -> bool:
+    """Does ``cd`` run before ``pipeline`` starts, not in it (it is there by misreading)?
+
+    tree-sitter-bash reads ``cd x && a 2>&1 | b`` as the pipeline ``(cd x && a 2>&1) | b``;
+    bash runs ``cd x``, then the pipeline ``a 2>&1 | b``: what precedes the last side of an
+    and-or list at the head of a pipeline is not in the pipeline.
+    """
+    first = pipeline.named_children[0]
+    head = _body(first) if first.type == "redirected_statement" else first
+    if head is None or head.type != "list":
+        return False
+    last = _operands(head)[2]
+    return last is not None and head.start_byte <= cd.start_byte and cd.end_byte <= last.start_byte
+
+
+def _operands(node: Node) -> tuple[Node | None, str, Node | None]:
+    """A ``list`` node's left side, operator (``&&`` or ``||``) and right side."""
+    left: Node | None = None
+    right: Node | None = None
+    op = ""
+    for child in node.children:
+        kind = child.type
+        if kind == "&&" or kind == "||":
+            op = kind
+        elif child.is_named and kind != "comment":
+            if op:
+                right = child
+            elif left is None:
+                left = child
+    return left, op, right
