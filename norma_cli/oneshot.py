@@ -11,6 +11,7 @@ so a call behaves the same whichever path read it (a test holds them to that).
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,9 @@ from norma_cli.core.record import field, record
 if TYPE_CHECKING:
     from norma_cli.core.contract import ToolCall, ToolResult
     from norma_cli.runtime import Runtime
+
+
+_ASCII_JSON = False  # stdout cannot take UTF-8: results are printed as ASCII-only JSON
 
 
 class App:
@@ -113,7 +117,7 @@ def emit(result: ToolResult, text_only: bool) -> None:
         text = result.text()
         line = text if text.endswith("\n") else text + "\n"
     else:
-        line = json.dumps(result.to_wire(), ensure_ascii=False, default=str) + "\n"
+        line = json.dumps(result.to_wire(), ensure_ascii=_ASCII_JSON, default=str) + "\n"
     try:
         sys.stdout.write(line)  # encoded whole before any byte is written
     except UnicodeEncodeError:  # a lone surrogate from a tool: print it replaced, not a crash
@@ -130,6 +134,9 @@ def finish(app: App, body: Any) -> int:
         if isinstance(exc, Interrupted):
             sys.stderr.write(f"norma: terminated by {exc.signal_name}\n")
         app.close("interrupt")
+        raise
+    except BaseException:  # stdout gone, a store error, a bug: the session still ends
+        app.close("error")
         raise
     app.close("exit")
     return code
@@ -176,14 +183,9 @@ def trap_signals(session: Any) -> None:
 
 # ----------------------------------------------------------------------------- input
 def _read_arg_file(spec: str) -> str:
-    from norma_cli.errors import UsageError
+    from norma_cli.userfiles import read_text
 
-    path = Path(spec[1:])
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot read input file {path}: {reason}") from None
+    return read_text(spec[1:], "input file")
 
 
 class BadJSON(ValueError):
@@ -211,6 +213,10 @@ def load_json(text: str) -> Any:
         raise BadJSON(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise BadJSON("nested too deeply") from None
+    except BadJSON:
+        raise
+    except ValueError as exc:  # an integer past Python's digit limit for int()
+        raise BadJSON(f"a number is too long ({exc})") from None
 
 
 def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
@@ -241,16 +247,10 @@ def parse_input(raw: str | None, args: tuple[str, ...]) -> dict[str, Any]:
 def read_calls(spec: str) -> list[ToolCall]:
     """Parse a JSONL batch up front: a malformed line runs nothing and names the line."""
     from norma_cli.errors import UsageError
+    from norma_cli.userfiles import read_text
 
-    if spec == "-":
-        source, lines = "stdin", sys.stdin.read().splitlines()
-    else:
-        try:
-            lines = Path(spec).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise UsageError(f"cannot read calls file {spec}: {reason}") from None
-        source = spec
+    lines = read_text(spec, "calls file").splitlines()
+    source = "stdin" if spec == "-" else spec
     batch: list[ToolCall] = []
     seen: set[str] = set()
     for number, line in enumerate(lines, 1):
@@ -393,7 +393,9 @@ def guarded(body: Any, verbose: bool) -> int:
     from norma_cli.errors import NormaError
 
     try:
-        return int(body())
+        code = int(body())
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
+        return code
     except NormaError as exc:
         if verbose:
             import traceback
@@ -408,8 +410,12 @@ def guarded(body: Any, verbose: bool) -> int:
         return 130
     except BrokenPipeError:
         # stdout closed early (`norma ... | head`): not an error worth a traceback
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence_stdout()
+        return 1
+    except OSError as exc:  # the system said no (a full disk, an I/O error): say what it said
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"norma: error: {exc.strerror or exc}{where}\n")
+        _silence_stdout()
         return 1
     except Exception as exc:
         if verbose:
@@ -422,7 +428,40 @@ def guarded(body: Any, verbose: bool) -> int:
         return 1
 
 
+def _silence_stdout() -> None:
+    """After stdout failed: whatever is still buffered goes nowhere, quietly, at exit."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _check_streams() -> str | None:
+    """Why norma cannot run with these arguments and streams, before anything runs."""
+    global _ASCII_JSON
+    if sys.stdout is None:  # started with fd 1 closed: every result would be lost
+        return "stdout is closed"
+    for n, arg in enumerate(sys.argv[1:], 1):
+        if not arg.isascii():
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"argument {n} is not valid UTF-8 text"
+    encoding = (sys.stdout.encoding or "").lower().replace("-", "").replace("_", "")
+    if encoding != "utf8":  # PYTHONIOENCODING=ascii and the like: JSON stays valid, as ASCII
+        _ASCII_JSON = True
+        if isinstance(sys.stdout, io.TextIOWrapper):
+            sys.stdout.reconfigure(errors="backslashreplace")
+    return None
+
+
 def main() -> None:
+    problem = _check_streams()
+    if problem:
+        if sys.stderr is not None:
+            sys.stderr.write(f"norma: error: {problem}\n")
+        sys.exit(2)
     fast = None if os.environ.get("NORMA_NO_FAST_PATH") else fast_argv(sys.argv[1:])
     if fast is None:
         from norma_cli.cli import main as click_main
@@ -447,4 +486,5 @@ def main() -> None:
         return 0
 
     code = guarded(body, verbose)
-    sys.exit(code or guarded(close, verbose))
+    closed = guarded(close, verbose)  # also after a failure: SessionEnd fires whatever ended it
+    sys.exit(code or closed)

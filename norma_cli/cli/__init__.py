@@ -99,8 +99,13 @@ def main() -> None:
         except click.exceptions.Abort:
             click.echo("norma: aborted", err=True)
             return 130
+        except click.UsageError as exc:  # one line, as every other error (click prints three)
+            where = exc.ctx.command_path if exc.ctx else "norma"
+            message = " ".join(exc.format_message().split())
+            sys.stderr.write(f"norma: error: {message} (see '{where} --help')\n")
+            return exc.exit_code
         except click.ClickException as exc:
-            exc.show()
+            sys.stderr.write(f"norma: error: {' '.join(exc.format_message().split())}\n")
             return exc.exit_code
         except click.exceptions.Exit as exc:
             return exc.exit_code

@@ -59,6 +59,7 @@ class Trail:
 
     started: float = field(default_factory=time.perf_counter)
     events: list[dict[str, Any]] = field(default_factory=list)
+    input_is_text: bool = True  # False: a string in the input cannot be encoded (refused)
 
     def add(self, state: str, by: str = "", **detail: Any) -> None:
         event: dict[str, Any] = {"t": time.time(), "state": state}
@@ -110,7 +111,7 @@ class Executor:
         trail = Trail()
         meta = CallMeta(trace_id=os.urandom(16).hex())
         ctx = self._context(call)
-        meta.input_digest = _digest(call.input)
+        meta.input_digest, trail.input_is_text = _digest(call.input)
         try:
             output = self._pipeline(call, ctx, meta, trail)
         except Exception as exc:  # a bug in norma or a plugin: still one paired result
@@ -175,6 +176,11 @@ class Executor:
             meta.stage, meta.decision = "schema", None
             meta.reason = f"input must be a JSON object, got {type(call.input).__name__}"
             return ToolOutput.error(meta.reason)
+        if not trail.input_is_text:
+            meta.stage, meta.decision = "schema", None
+            meta.reason = f"invalid input for {tool.name}: a string is not valid UTF-8 text"
+            trail.add("refused", by="schema", reason=meta.reason)
+            return ToolOutput.error(meta.reason)
 
         # 2. defaults, 3. schema
         schema = self.schema_for(tool)
@@ -210,7 +216,8 @@ class Executor:
     def decide(self, call: ToolCall) -> ToolResult:
         """Steps 1-4 only (``--dry-run``): the decision, nothing executed, nothing recorded."""
         trail = Trail()
-        meta = CallMeta(input_digest=_digest(call.input))
+        meta = CallMeta()
+        meta.input_digest, trail.input_is_text = _digest(call.input)
         admitted = self._admit(call, self._context(call), meta, trail)
         if isinstance(admitted, ToolOutput):
             output = admitted
@@ -256,6 +263,10 @@ class Executor:
 
         # 6. re-validation of a rewritten input: schema and permission again
         if final_input is not tool_input and final_input != tool_input:
+            meta.input_digest, is_text = _digest(final_input)
+            if not is_text:
+                reason = "rewritten input is invalid: a string is not valid UTF-8 text"
+                return self._denied(meta, trail, Decision.deny("revalidate", reason))
             if not tool.raw_input:
                 issues = self.schemas.validate(schema, final_input)
                 if issues:
@@ -274,7 +285,6 @@ class Executor:
                 return self._denied(meta, trail, again)
             if again.behavior == "ask" and decision.behavior == "allow":
                 decision = again  # a rewrite can never widen what was approved
-            meta.input_digest = _digest(final_input)
 
         # ask → resolved by a plugin, a person, or the approval queue; else denied
         if decision.behavior == "ask":
@@ -596,11 +606,15 @@ async def _await(value: Any) -> Any:
     return await value
 
 
-def _digest(value: Any) -> str:
+def _digest(value: Any) -> tuple[str, bool]:
+    """The input's digest, and whether it is valid text: a lone surrogate (a JSON "\\ud800"
+    escape) is not, and no path, rule or shell parser can judge it."""
     try:
-        return input_digest(value)
+        return input_digest(value), True
+    except UnicodeEncodeError:
+        return input_digest(repr(value)), False
     except (TypeError, ValueError):
-        return input_digest(repr(value))
+        return input_digest(repr(value)), True
 
 
 def _response_for_hook(output: ToolOutput) -> Any:

@@ -318,19 +318,14 @@ class SourceDocument:
 
 def read_source(path: str | Path, *, display: str | None = None) -> SourceDocument:
     """Read and parse one JSON or TOML file (TOML by a `.toml` suffix); ``-`` is stdin (JSON)."""
-    import sys
+
+    from norma_cli.userfiles import UserFileError, read_text
 
     name = display or str(path)
     try:
-        text = sys.stdin.read() if str(path) == "-" else Path(path).read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise LintInputError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise LintInputError(f"{name}: is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise LintInputError(f"{name}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise LintInputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        text = read_text(str(path), "schema file")
+    except UserFileError as exc:
+        raise LintInputError(f"{name}: {exc.reason}") from None
     if str(path).lower().endswith(".toml"):
         import tomllib
 
