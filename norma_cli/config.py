@@ -11,10 +11,12 @@ ignored, and norma says so on stderr. Editing the file revokes the trust.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,13 +84,21 @@ class Layer:
     ignored: list[str] = field(default_factory=list)
     # What this layer actually contributes (an untrusted layer loses what would loosen policy).
     effective: dict[str, Any] = field(default_factory=dict)
+    # Built on first use: every rule asks for its line, so the text is scanned once per layer.
+    _lines: LineIndex | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def label(self) -> str:
         return str(self.path) if self.path else "command line"
 
+    @property
+    def lines(self) -> LineIndex:
+        if self._lines is None:
+            self._lines = LineIndex(self.text)
+        return self._lines
+
     def line_of(self, keypath: str) -> int | None:
-        return locate_line(self.text, keypath) if self.text else None
+        return self.lines.line_of(keypath) if self.text else None
 
     def source_of(self, keypath: str, needle: str | None = None) -> str:
         """``file:line`` for a key, or for a string inside that key's value."""
@@ -96,7 +106,7 @@ class Layer:
             return "command line"
         line = self.line_of(keypath)
         if needle is not None and line is not None:
-            found = _find_string_after(self.text, line, needle)
+            found = self.lines.string_after(line, needle)
             line = found or line
         return f"{self.path}:{line}" if line else str(self.path)
 
@@ -113,13 +123,11 @@ class Config:
         return (self.data.get(section) or {}).get(key, default)
 
 
-def _read_layer(kind: str, path: Path) -> Layer:
+def read_layer(kind: str, path: Path) -> Layer:
+    """One config file, parsed and checked against the schema (ConfigError if it is not)."""
     import tomllib
 
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    raw = _read_regular(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -141,11 +149,77 @@ def _read_layer(kind: str, path: Path) -> Layer:
     return layer
 
 
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; anything else (a directory, a FIFO, a device) is refused
+    by what it is, and is never read: ``/dev/zero`` would never end, a FIFO would block."""
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: config file is a directory") from None
+    except OSError as exc:  # EACCES, ELOOP, ENXIO (a socket), ...
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind:
+            raise ConfigError(f"{path}: config file is {kind}")
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            return handle.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    """What a file is when it is not a regular file ("" for a regular file)."""
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "not a regular file (a named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "not a regular file (a device)"
+    if stat.S_ISSOCK(mode):
+        return "not a regular file (a socket)"
+    return "not a regular file"
+
+
+def _exists(path: Path) -> bool:
+    """Whether something is at ``path`` (a dangling symlink is nothing). A path that cannot
+    be checked is an error: a config that may be there must not be skipped silently."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot check for a config file: {exc.strerror or exc}"
+        ) from None
+    return True
+
+
 def find_project_config(start: Path) -> Path | None:
+    """The nearest ``.norma/config.toml`` from ``start`` upward. What stands there is returned
+    even when it is not a regular file (reading it then says what it is): searching past it
+    would apply a parent's config instead of the one the project meant to have."""
     for folder in (start, *start.parents):
         candidate = folder / PROJECT_FILE
-        if candidate.is_file():
-            return candidate
+        try:
+            os.stat(candidate)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:  # a folder we may not search (EACCES) or a symlink loop
+            raise ConfigError(
+                f"{folder}: cannot search for {PROJECT_FILE}: {exc.strerror or exc}"
+            ) from None
+        return candidate
     return None
 
 
@@ -174,19 +248,17 @@ def record_trust(path: Path, digest: str) -> None:
 def load(cwd: Path, explicit: Path | None = None, cli: dict[str, Any] | None = None) -> Config:
     layers: list[Layer] = []
     for kind, path in (("system", system_config_path()), ("user", user_config_path())):
-        if path.is_file():
-            layers.append(_read_layer(kind, path))
+        if _exists(path):
+            layers.append(read_layer(kind, path))
     project = find_project_config(cwd)
     if project is not None:
-        layer = _read_layer("project", project)
+        layer = read_layer("project", project)
         layer.trusted = trusted_digests().get(str(project.resolve())) == layer.digest
         layers.append(layer)
     env_path = os.environ.get("NORMA_CONFIG")
     for extra in (Path(env_path) if env_path else None, explicit):
         if extra is not None:
-            if not extra.is_file():
-                raise ConfigError(f"{extra}: config file not found")
-            layers.append(_read_layer("explicit", extra))
+            layers.append(read_layer("explicit", extra))  # says what is wrong if not a file
     if cli:
         layers.append(Layer("cli", None, cli))
 
@@ -252,51 +324,87 @@ def _merge(into: dict[str, Any], data: dict[str, Any], path: tuple[str, ...]) ->
 # ----------------------------------------------------------------------------- line lookup
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+?)\s*=")
+_KEYPATH = re.compile(r"[^.\[\]]+|\[\d+\]")
+# A basic string (with its escapes) or a literal string, on one line.
+_STRING = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'")
 
 
 def _split_key(text: str) -> list[str]:
     return [part.strip().strip("\"'") for part in text.split(".")]
 
 
+class LineIndex:
+    """Where keys and strings are written in one TOML text, from a single scan of it.
+
+    Best effort, by line: the table headers and ``key =`` lines give each key path the first
+    line that spells it; the string literals give each string value the lines it is on.
+    """
+
+    def __init__(self, text: str) -> None:
+        # key path (``("hooks", "PreToolUse", "[0]", "matcher")``) -> first line spelling it
+        self.keys: dict[tuple[str, ...], int] = {}
+        self.strings: dict[str, list[int]] = {}  # string value -> its lines, ascending
+        self.headers: list[int] = []  # lines of table headers, ascending
+        table: list[str] = []
+        array_counts: dict[tuple[str, ...], int] = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            header = _HEADER.match(line)
+            if header:
+                self.headers.append(number)
+                names = _split_key(header.group(2))
+                if header.group(1) == "[[":
+                    key = tuple(names)
+                    index = array_counts.get(key, -1) + 1
+                    array_counts[key] = index
+                    table = [*names, f"[{index}]"]
+                else:
+                    table = names
+                self.keys.setdefault(tuple(table), number)
+                continue
+            key_match = _KEY.match(line)
+            if key_match:
+                self.keys.setdefault((*table, *_split_key(key_match.group(1))), number)
+            if "'" in line or '"' in line:
+                for literal in _STRING.findall(line):
+                    lines = self.strings.setdefault(_string_value(literal), [])
+                    if not lines or lines[-1] != number:
+                        lines.append(number)
+
+    def line_of(self, keypath: str) -> int | None:
+        """The line of ``keypath`` (``a.b[2].c``), or of its longest written prefix."""
+        target = tuple(_KEYPATH.findall(keypath))
+        for size in range(len(target), 0, -1):
+            line = self.keys.get(target[:size])
+            if line is not None:
+                return line
+        return None
+
+    def string_after(self, line: int, needle: str) -> int | None:
+        """The first line from ``line`` on, before the next table header, holding the string
+        ``needle`` (a rule inside the array that starts at ``line``)."""
+        lines = self.strings.get(needle)
+        if not lines:
+            return None
+        at = bisect.bisect_left(lines, line)
+        if at == len(lines):
+            return None
+        found = lines[at]
+        next_header = bisect.bisect_right(self.headers, line)
+        if next_header < len(self.headers) and self.headers[next_header] < found:
+            return None
+        return found
+
+
+def _string_value(literal: str) -> str:
+    if literal.startswith("'") or "\\" not in literal:
+        return literal[1:-1]
+    try:  # TOML's basic-string escapes are JSON's, plus a few rare ones
+        value = json.loads(literal)
+    except ValueError:
+        return literal[1:-1]
+    return value if isinstance(value, str) else literal[1:-1]
+
+
 def locate_line(text: str, keypath: str) -> int | None:
     """Best-effort 1-based line where ``keypath`` (``a.b[2].c``) is written in ``text``."""
-    target = re.findall(r"[^.\[\]]+|\[\d+\]", keypath)
-    table: list[str] = []
-    array_counts: dict[tuple[str, ...], int] = {}
-    best: int | None = None
-    best_len = -1
-    for number, line in enumerate(text.splitlines(), 1):
-        header = _HEADER.match(line)
-        if header:
-            names = _split_key(header.group(2))
-            if header.group(1) == "[[":
-                key = tuple(names)
-                index = array_counts.get(key, -1) + 1
-                array_counts[key] = index
-                table = [*names[:-1], names[-1], f"[{index}]"]
-            else:
-                table = names
-            score = _prefix_len(table, target)
-            if score > best_len:
-                best, best_len = number, score
-            continue
-        key_match = _KEY.match(line)
-        if key_match:
-            score = _prefix_len([*table, *_split_key(key_match.group(1))], target)
-            if score > best_len:
-                best, best_len = number, score
-    return best if best_len > 0 else None
-
-
-def _prefix_len(have: list[str], want: list[str]) -> int:
-    """len(have) when ``have`` is a prefix of ``want``, else 0."""
-    return len(have) if have == want[: len(have)] else 0
-
-
-def _find_string_after(text: str, line: int, needle: str) -> int | None:
-    lines = text.splitlines()
-    quoted = (json.dumps(needle), f"'{needle}'")
-    for i in range(line - 1, min(len(lines), line + 500)):
-        if any(q in lines[i] for q in quoted):
-            return i + 1
-    return None
+    return LineIndex(text).line_of(keypath)

@@ -7,6 +7,7 @@ schema by the tests.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -39,6 +40,7 @@ class Scalar(Spec):
     label: str
     choices: tuple[Any, ...] = ()
     minimum: float | None = None
+    maximum: float | None = None
 
     def check(self, value: Any, path: str, fail: Fail) -> None:
         if isinstance(value, bool) and bool not in _kinds(self.kind):
@@ -47,8 +49,38 @@ class Scalar(Spec):
             fail(path, f"expected {self.label}, got {_tname(value)}")
         if self.choices and value not in self.choices:
             fail(path, f"expected one of {', '.join(map(repr, self.choices))}, got {value!r}")
+        # TOML allows inf and nan, and integers of any size in tomllib; every comparison
+        # with nan is false, so these are refused before the bounds are checked.
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(path, f"must be a finite number, got {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _INT64_MAX:
+            fail(path, f"must fit in a 64-bit integer, got {value}")
         if self.minimum is not None and value < self.minimum:
             fail(path, f"must be at least {self.minimum:g}, got {value!r}")
+        if self.maximum is not None and value > self.maximum:
+            fail(path, f"must be at most {self.maximum:g}, got {value!r}")
+
+
+_INT64_MAX = 2**63 - 1
+# A wait longer than this overflows some platform APIs (a lock's timeout past time_t), and no
+# timeout of norma needs years.
+MAX_SECONDS = 1e8
+
+
+class Regex(Spec):
+    """A string used as a Python regular expression (a hook's ``matcher``), compiled here so
+    that a bad one is a config error naming its line rather than a crash on first use."""
+
+    def check(self, value: Any, path: str, fail: Fail) -> None:
+        STR.check(value, path, fail)
+        from norma_cli.core.hooks import compile_matcher
+
+        try:
+            compile_matcher(value)
+        except re.error as exc:
+            fail(path, f"invalid regular expression {value!r}: {exc}")
+        except RecursionError:  # nesting deep enough to exhaust the compiler
+            fail(path, f"regular expression too deeply nested: {value[:40]!r}...")
 
 
 def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
@@ -123,7 +155,7 @@ class AnyValue(Spec):
 STR = Scalar(str, "a string")
 BOOL = Scalar(bool, "a boolean")
 INT = Scalar(int, "an integer", minimum=0)
-NUM = Scalar((int, float), "a number", minimum=0)
+NUM = Scalar((int, float), "a number", minimum=0, maximum=MAX_SECONDS)  # seconds
 STRS = ListOf(STR)
 DECISION = Scalar(str, "a decision", ("allow", "ask", "deny"))
 HOOK_EVENTS = (
@@ -139,7 +171,7 @@ HOOK_EVENTS = (
 
 HOOK = Table(
     {
-        "matcher": STR,
+        "matcher": Regex(),
         "command": STR,
         "timeout": NUM,
         "on_error": Scalar(str, "an on_error action", ("block", "ignore")),
@@ -202,7 +234,7 @@ CUSTOM_TOOL = Table(
         "description": STR,
         "exec": STR,
         "input_schema": AnyValue(),  # a JSON Schema object; checked when the tool is assembled
-        "timeout": Scalar((int, float), "a number", minimum=0.001),
+        "timeout": Scalar((int, float), "a number", minimum=0.001, maximum=MAX_SECONDS),
         "max_output": Scalar(int, "an integer", minimum=1),
         "deferred": BOOL,
         "agents": STRS,
@@ -223,7 +255,7 @@ PROVIDER = Table(
         "model": STR,
         "api_key_env": STR,
         "headers": MapOf(STR),
-        "timeout": Scalar((int, float), "a number", minimum=0.1),
+        "timeout": Scalar((int, float), "a number", minimum=0.1, maximum=MAX_SECONDS),
         "max_tokens": Scalar(int, "an integer", minimum=1),
         "stream": BOOL,
         "max_retries": INT,
@@ -241,7 +273,7 @@ AGENT_SESSION = Table(
 )
 
 # [mcp] and [mcp.servers.NAME]: read by norma_cli/mcp/config.py
-SECONDS = Scalar((int, float), "a number of seconds", minimum=0.1)
+SECONDS = Scalar((int, float), "a number of seconds", minimum=0.1, maximum=MAX_SECONDS)
 MCP_SERVER = Table(
     {
         "command": STR,
@@ -294,7 +326,7 @@ SCHEMA = Table(
                 "proxy": STR,
                 "ca_bundle": STR,
                 "max_bytes": Scalar(int, "an integer", minimum=1),
-                "timeout": Scalar((int, float), "a number", minimum=0.1),
+                "timeout": Scalar((int, float), "a number", minimum=0.1, maximum=MAX_SECONDS),
                 "max_redirects": INT,
             }
         ),

@@ -97,7 +97,7 @@ def main() -> None:
         try:
             code = cli.main(prog_name="norma", standalone_mode=False)
         except click.exceptions.Abort:
-            click.echo("norma: aborted", err=True)
+            click.echo("norma: interrupted", err=True)
             return 130
         except click.UsageError as exc:  # one line, as every other error (click prints three)
             where = exc.ctx.command_path if exc.ctx else "norma"

@@ -70,8 +70,24 @@ def path(app: Any) -> None:
     if app.options.get("config"):
         rows.append(("--config", app.options["config"]))
     for kind, p in rows:
-        click.echo(f"{kind:<13} {p}{'' if p.is_file() else '  (absent)'}")
+        click.echo(f"{kind:<13} {p}{_state(p)}")
     click.echo(f"{'data':<13} {data_dir()}")
+
+
+def _state(p: Path) -> str:
+    """ "" for a regular file, else what stands at ``p`` instead."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(p).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "  (absent)"
+    except OSError as exc:
+        return f"  (cannot check: {exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return ""
+    return "  (a directory)" if stat.S_ISDIR(mode) else "  (not a regular file)"
 
 
 @config.command("validate")
@@ -100,14 +116,20 @@ def trust(app: Any, *, file: Path | None) -> None:
     Until trusted, a project config may only add deny/ask rules and a stricter mode. Any edit
     to the file revokes the trust.
     """
-    import hashlib
-
-    from norma_cli.config import find_project_config, record_trust
-    from norma_cli.errors import UsageError
+    from norma_cli.config import find_project_config, read_layer, record_trust
+    from norma_cli.errors import ConfigError, UsageError
+    from norma_cli.runtime import Options, Runtime
 
     target = file or find_project_config(_cwd(app))
     if target is None:
         raise UsageError("no .norma/config.toml found from the working directory upward")
-    digest = hashlib.sha256(target.read_bytes()).hexdigest()
-    record_trust(target, digest)
-    click.echo(f"trusted {target.resolve()} (sha256 {digest})")
+    # Trust is given to exactly the bytes checked here, and only when they are a config that
+    # loads: `norma config validate` on them (TOML, keys, types, rules and their examples).
+    layer = read_layer("project", target)
+    rt = Runtime.build(Options(cwd=app.options.get("cwd"), config=target, with_store=False))
+    rt.close()
+    checked = [x for x in rt.config.layers if x.kind == "explicit" and x.path == target]
+    if not checked or checked[-1].digest != layer.digest:
+        raise ConfigError(f"{target}: the file changed while it was being checked; run again")
+    record_trust(target, layer.digest)
+    click.echo(f"trusted {target.resolve()} (sha256 {layer.digest})")
