@@ -49,7 +49,10 @@ def serve(app: Any, *, transport: str, host: str, port: int, agent: str | None) 
     if transport == "stdio":
         gateway.serve_stdio(rt)
         return
-    click.echo(f"norma: serving {len(rt.assembly.exposed())} tools", err=True)
+    tools = len(rt.assembly.exposed())
     gateway.serve_http(
-        rt, host, port, lambda url: click.echo(f"norma: listening on {url}", err=True)
+        rt,
+        host,
+        port,
+        lambda url: click.echo(f"norma: serving {tools} tools, listening on {url}", err=True),
     )
