@@ -57,17 +57,15 @@ class Replayed:
 
 # ----------------------------------------------------------------------------- reading
 def load_calls(path: Path) -> tuple[str, list[RecordedCall]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot read {path}: {reason}") from None
+    from norma_cli.userfiles import read_text
+
+    text = read_text(str(path), "transcript")  # never forever: /dev/zero is refused
     try:
         data = json.loads(text)
-    except ValueError:
-        return "norma", _dedupe(_from_jsonl(text, path))
+    except (ValueError, RecursionError):
+        return "norma", _dedupe(_from_jsonl(text, path), path)
     if isinstance(data, dict) and data.get("type") in ("start", "message", "tool_use"):
-        return "norma", _dedupe(_from_jsonl(text, path))  # a one-line JSONL file
+        return "norma", _dedupe(_from_jsonl(text, path), path)  # a one-line JSONL file
     messages = data.get("messages") if isinstance(data, dict) else data
     if not isinstance(messages, list):
         raise UsageError(
@@ -75,8 +73,8 @@ def load_calls(path: Path) -> tuple[str, list[RecordedCall]]:
         )
     if any(isinstance(m, dict) and ("tool_calls" in m or "function_call" in m or m.get("role") in ("tool", "function"))
            for m in messages):  # fmt: skip
-        return "openai", _dedupe(_from_openai(messages, path))
-    return "anthropic", _dedupe(_from_anthropic(messages, path))
+        return "openai", _dedupe(_from_openai(messages, path), path)
+    return "anthropic", _dedupe(_from_anthropic(messages, path), path)
 
 
 def _from_jsonl(text: str, path: Path) -> list[RecordedCall]:
@@ -86,7 +84,7 @@ def _from_jsonl(text: str, path: Path) -> list[RecordedCall]:
             continue
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             raise UsageError(
                 f"{path}:{number}: not valid JSON (a transcript has one JSON object per line)"
             ) from None
@@ -149,15 +147,29 @@ def _from_openai(messages: list[Any], path: Path) -> list[RecordedCall]:
     return calls
 
 
-def _dedupe(calls: list[RecordedCall]) -> list[RecordedCall]:
-    """stream-json repeats each call (message event and tool_use event): keep the first."""
-    seen: set[str] = set()
+def _dedupe(calls: list[RecordedCall], path: Path) -> list[RecordedCall]:
+    """stream-json repeats each call (message event and tool_use event): keep the first. Only
+    an exact repeat is dropped; two different calls under one id are refused (exit 2), since
+    dropping either would let a gate pass a call it never judged."""
+    seen: dict[str, tuple[str, str]] = {}
     out: list[RecordedCall] = []
     for call in calls:
-        if call.tool_use_id not in seen:
-            seen.add(call.tool_use_id)
+        key = (call.name, json.dumps(call.input, sort_keys=True))
+        first = seen.get(call.tool_use_id)
+        if first is None:
+            seen[call.tool_use_id] = key
             out.append(call)
+        elif first != key:
+            raise UsageError(
+                f"{path}: tool_use id {call.tool_use_id!r} names two different calls:"
+                f" {_brief(*first)} and {_brief(*key)}; give each call its own id"
+            )
     return out
+
+
+def _brief(name: str, input_json: str, limit: int = 80) -> str:
+    text = f"{name} {input_json}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ----------------------------------------------------------------------------- deciding
@@ -198,12 +210,15 @@ def _decide(rt: Runtime, call: Any) -> Replayed:
 # ----------------------------------------------------------------------------- expectations
 def load_expected(path: Path) -> dict[str, str]:
     """``{"tool_use_id": "allow", ...}``, or the ``--json`` list of an earlier replay."""
+    from norma_cli.userfiles import read_text
+
+    text = read_text(str(path), "expectations file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
+        data = json.loads(text)
     except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not valid JSON: nested too deeply") from None
     if isinstance(data, dict):
         if all(isinstance(v, str) for v in data.values()):
             return dict(data)

@@ -16,7 +16,9 @@ call gets the reason, not "unknown tool") but hidden from the model.
 The catalog costs a run one query (``SELECT`` of the rows; nothing else when the table is
 empty), plus one for the session's unlocks when some tool is skill-gated. If the catalog
 cannot be read, ``[catalog] on_error`` decides: ``fail`` (default) refuses to run, exit 2;
-``fallback`` runs with the code-defined tools and says so on stderr.
+``fallback`` runs with the code-defined tools and says so on stderr. A custom-tool row that
+does not make a valid tool (written by an older norma, or by hand) costs only that tool: it
+is refused, with a one-line warning naming the fix.
 """
 
 from __future__ import annotations
@@ -250,7 +252,20 @@ def assemble(rt: Runtime, agent: AgentSpec | None, store_error: StoreError | Non
     resolved = {
         name: resolve(c, rows.get(name), agent, skill_servers) for name, c in candidates.items()
     }
-    custom_specs = _custom_specs(candidates, specs, rows)
+    custom_specs, broken = _custom_specs(candidates, specs, rows)
+    for name, why in broken.items():  # refused in this run; every other tool still works
+        r = resolved[name]
+        bad = f"{name} is refused: its catalog row is invalid ({why})"
+        r.refusal = f"{r.refusal}; {bad}" if r.refusal else bad
+        import shlex
+
+        word = shlex.quote(name) if name.isprintable() else "NAME"
+        fix = (
+            f"norma catalog remove {word}"
+            if candidates[name].operator_row
+            else f"norma catalog set {word} --reset FIELD"
+        )
+        rt.warnings.append(f"catalog row {name!r} skipped: {why} (`{fix}`)")
 
     asm = Assembly(
         agent=agent,
@@ -362,6 +377,13 @@ def _open_catalog(
         return repo, (repo.rows(for_run=True) if repo is not None else {}), None
     except StoreError as exc:
         reason = str(exc).replace("\n", " ")
+        if on_error != "fallback" and store_error is not None:
+            # the store itself is the problem (and every command that builds a runtime meets
+            # it, `trace list` included): name it first, the catalog only as its consequence
+            raise ConfigError(
+                f"{reason} (so the tool catalog cannot be read either; refusing to run:"
+                ' [catalog] on_error = "fallback" runs with the code-defined tools, unrecorded)'
+            ) from None
         if on_error != "fallback":
             raise ConfigError(
                 f'the tool catalog cannot be read ({reason}); refusing to run ([catalog] on_error = "fail";'
@@ -436,12 +458,16 @@ def _discover_skills(rt: Runtime) -> dict[str, Skill]:
 
 def _custom_specs(
     candidates: dict[str, Candidate], specs: dict[str, CustomToolSpec], rows: dict[str, CatalogRow]
-) -> dict[str, CustomToolSpec]:
+) -> tuple[dict[str, CustomToolSpec], dict[str, str]]:
+    """The custom tools to build, and the ones whose catalog row does not make a valid tool
+    (name → why). A bad row (written by an older norma, or by hand) costs its own tool, not
+    every command: refusing to start would also stop the `catalog` commands that repair it."""
     if not specs and not any(c.operator_row for c in candidates.values()):
-        return {}
+        return {}, {}
     from norma_cli.catalog.custom import CustomToolSpec, check
 
     out: dict[str, CustomToolSpec] = {}
+    broken: dict[str, str] = {}
     for name, c in candidates.items():
         row = rows.get(name)
         if c.custom is not None:
@@ -454,9 +480,12 @@ def _custom_specs(
             try:
                 spec = check(spec)
             except ConfigError as exc:
-                raise ConfigError(f"catalog row {name}: {exc}") from None
+                broken[name] = str(exc).removeprefix("catalog: ")
+                if c.custom is None:
+                    continue
+                spec = c.custom  # registered as the config defines it, refused by the gate
         out[name] = spec
-    return out
+    return out, broken
 
 
 def _register_custom(rt: Runtime, asm: Assembly) -> list[CustomToolSpec]:

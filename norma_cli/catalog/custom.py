@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from norma_cli.config_schema import MAX_SECONDS
 from norma_cli.core.contract import TOOL_NAME_RE, CallContext, Decision, Tool, ToolOutput
 from norma_cli.core.record import field, record, replace
 from norma_cli.errors import ConfigError
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 KINDS = ("shell", "command", "script", "http")
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT = 100_000
+MAX_OUTPUT_LIMIT = 2**63 - 1  # the catalog stores it as an INTEGER (signed 64-bit)
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
 
@@ -137,8 +139,7 @@ def from_config(config: Config) -> list[CustomToolSpec]:
 
 def parse_entry(entry: dict[str, Any], where: str, base_dir: str = ".") -> CustomToolSpec:
     name = str(entry.get("name", ""))
-    if not TOOL_NAME_RE.match(name):
-        raise ConfigError(f"{where}: custom tool name {name!r} must match {TOOL_NAME_RE.pattern}")
+    check_name(name, where)
     spec = CustomToolSpec(
         name=name,
         kind=entry.get("kind", ""),
@@ -160,17 +161,35 @@ def parse_entry(entry: dict[str, Any], where: str, base_dir: str = ".") -> Custo
     return check(spec)
 
 
+def check_name(name: str, where: str) -> None:
+    """The one rule for a custom tool's name, wherever it is defined (config or `catalog
+    add`): the registry's own (a name it refuses would stop every command from starting)."""
+    if not TOOL_NAME_RE.fullmatch(name):
+        raise ConfigError(f"{where}: custom tool name {name!r} must match {TOOL_NAME_RE.pattern}")
+
+
 def check(spec: CustomToolSpec) -> CustomToolSpec:
     """Validate a spec (config or catalog); fill in a schema a command template implies."""
     where, name = spec.source or "catalog", spec.name
+    check_name(name, where)
     if spec.kind not in KINDS:
         raise ConfigError(
             f"{where}: custom tool {name!r}: kind must be one of {', '.join(KINDS)}, got {spec.kind!r}"
         )
     if spec.kind in ("shell", "command", "script") and not spec.exec.strip():
         raise ConfigError(f"{where}: custom tool {name!r} ({spec.kind}) needs exec")
-    if spec.timeout <= 0 or spec.max_output <= 0:
-        raise ConfigError(f"{where}: custom tool {name!r}: timeout and max_output must be positive")
+    # `not a < x <= b` also refuses nan and inf (every comparison with nan is false): a
+    # timeout the clock cannot hold, or a limit SQLite's INTEGER cannot, fails each call later
+    if not 0 < spec.timeout <= MAX_SECONDS:
+        raise ConfigError(
+            f"{where}: custom tool {name!r}: timeout must be a number of seconds above 0 and at"
+            f" most {MAX_SECONDS:,.0f}, got {spec.timeout!r}"
+        )
+    if not 0 < spec.max_output <= MAX_OUTPUT_LIMIT:
+        raise ConfigError(
+            f"{where}: custom tool {name!r}: max_output must be a positive number of characters"
+            f" (at most {MAX_OUTPUT_LIMIT}), got {spec.max_output!r}"
+        )
     schema = spec.input_schema
     if spec.kind == "command" and not schema:
         params = list(dict.fromkeys(PLACEHOLDER.findall(spec.exec)))

@@ -1,6 +1,8 @@
-"""``norma catalog sync | list | show | set | add | diff | accept``: the rows that enable,
-bind and describe tools (SPEC §8). Edits made here are recorded per field and never reverted
-by ``sync``. ``diff`` and ``accept`` review and re-pin changed MCP tool definitions (§11)."""
+"""``norma catalog sync | list | show | set | add | remove | diff | accept``: the rows that
+enable, bind and describe tools (SPEC §8). Edits made here are recorded per field and never
+reverted by ``sync``. ``add`` and ``set`` apply the checks ``[[custom_tools]]`` get in config,
+so no row they write can stop a later command; ``remove`` deletes what ``add`` made. ``diff``
+and ``accept`` review and re-pin changed MCP tool definitions (§11)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import click
 
 if TYPE_CHECKING:
     from norma_cli.catalog.assembly import Assembly
+    from norma_cli.catalog.sync import SyncReport
     from norma_cli.store.catalog_repo import CatalogRepo, CatalogRow
 
 
@@ -48,7 +51,22 @@ def sync_cmd(app: Any, *, dry_run: bool, as_json: bool) -> None:
         import json
 
         click.echo(json.dumps(report.to_json(), indent=2))
-        return
+    else:
+        _print_sync(report, dry_run)
+    unlisted = sorted(s for s, st in (report.mcp.get("servers") or {}).items() if st != "ok")
+    if unlisted:
+        # a CI job syncing to catch changed MCP definitions must not pass when some were
+        # never seen: the rest is synced, the exit says what was not checked
+        from norma_cli.errors import NormaError
+
+        several = len(unlisted) > 1
+        raise NormaError(
+            f"catalog sync: MCP server{'s' if several else ''} {', '.join(unlisted)} could not"
+            f" be listed; {'their' if several else 'its'} tools were not checked against their pins"
+        )
+
+
+def _print_sync(report: SyncReport, dry_run: bool) -> None:
     head = "catalog sync (dry run, nothing written)" if dry_run else "catalog sync"
     click.echo(
         f"{head}: {len(report.added)} added, {len(report.updated)} updated, "
@@ -185,19 +203,19 @@ def _show_text(info: dict[str, Any]) -> str:
 
 def _schema_arg(text: str) -> dict[str, Any]:
     import json
-    from pathlib import Path
 
     from norma_cli.errors import UsageError
 
     if text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read schema file {text[1:]}: {exc.strerror or exc}") from None
+        from norma_cli.userfiles import read_text
+
+        text = read_text(text[1:], "schema file")  # never forever: /dev/zero is refused
     try:
         schema = json.loads(text)
     except ValueError as exc:
         raise UsageError(f"--schema is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError("--schema is not valid JSON: nested too deeply") from None
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise UsageError('--schema must be a JSON Schema object with "type": "object"')
     from norma_cli.core.schema import CompiledSchema, InvalidSchema
@@ -408,8 +426,8 @@ def add_cmd(
         exec=exec_,
         description=description,
         input_schema=_schema_arg(schema) if schema else {},
-        timeout=timeout or DEFAULT_TIMEOUT_S,
-        max_output=max_output or DEFAULT_MAX_OUTPUT,
+        timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,  # 0 is refused, not 60
+        max_output=DEFAULT_MAX_OUTPUT if max_output is None else max_output,
         deferred=deferred,
         agents=binding,
         method=method.upper(),
@@ -447,6 +465,28 @@ def add_cmd(
         ]
     )
     click.echo(f"{name}: added ({kind} custom tool in the catalog)")
+
+
+@catalog.command("remove")
+@click.argument("name")
+@click.pass_obj
+def remove_cmd(app: Any, *, name: str) -> None:
+    """Delete a custom tool made with `catalog add`. (Rows of code-defined tools stay, as
+    their edits do: turn such a tool off with `catalog set NAME --disable`.)"""
+    from norma_cli.errors import UsageError
+
+    _, repo = _open(app)
+    row = repo.row(name)
+    if row is None:
+        raise UsageError(f"no catalog row {name!r} (see `norma catalog list`)")
+    if row.created_by != "operator":
+        raise UsageError(
+            f"{name} is defined by code ({row.source}), not by `catalog add`: turn it off with"
+            f" `norma catalog set {name} --disable`"
+        )
+    with repo.tx() as tx:
+        tx.execute("DELETE FROM tools WHERE name = ? AND created_by = 'operator'", (name,))
+    click.echo(f"{name}: removed from the catalog")
 
 
 # ----------------------------------------------------------------------------- MCP pins (SPEC §11)

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from norma_cli.store.sqlite import Store
     from norma_cli.store.trace_query import TraceEntry
 
@@ -22,10 +24,11 @@ DETAIL_KEYS = (
 def _store(app: Any) -> Store:
     from norma_cli.errors import StoreError
 
-    store = app.runtime().store
-    if store is None:
-        raise StoreError("no store configured")
-    return store
+    rt = app.runtime()
+    if rt.store is None:
+        # [catalog] on_error = "fallback" let the runtime start without its store: say why
+        raise StoreError(rt.assembly.fallback or "no store configured")
+    return rt.store
 
 
 def _when(ts: float | None) -> str:
@@ -167,7 +170,8 @@ def verify(app: Any, *, anchor: str | None, as_json: bool) -> None:
     pinned: tuple[int, str] | None = None
     if anchor is not None:
         seq_text, _, digest = anchor.partition(":")
-        if not seq_text.isdigit() or len(digest) != 64:
+        digits_ok = seq_text.isascii() and seq_text.isdigit() and len(seq_text) <= 19
+        if not digits_ok or len(digest) != 64:
             raise UsageError("--anchor: expected SEQ:HASH as printed by `norma trace verify`")
         pinned = (int(seq_text), digest.lower())
     result = TraceStore(_store(app)).verify(pinned)
@@ -213,13 +217,67 @@ def export(app: Any, *, fmt: str, output: str | None) -> None:
     from norma_cli.store.trace_query import TraceStore
 
     entries = TraceStore(_store(app)).iter_all()
-    out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
+    lines = (json.dumps(e.to_json(), ensure_ascii=False, default=str) + "\n" for e in entries)
+    if output:
+        _write_export(output, lines)
+        return
+    for line in lines:
+        sys.stdout.write(line)
+
+
+def _write_export(output: str, lines: Iterator[str]) -> None:
+    """Write the export whole or not at all: to a temporary file beside the target, renamed
+    over it once complete, so a failure (a full disk, a store error) leaves no half-written
+    file. A target that is not a regular file (a device, a FIFO) is written in place."""
+    import os
+    import stat
+    import tempfile
+
+    from norma_cli.errors import NormaError
+
+    def failed(exc: OSError) -> NormaError:
+        return NormaError(f"cannot write the export to {output}: {exc.strerror or exc}")
+
+    target = os.path.realpath(output)  # replace a symlink's target, not the link
     try:
-        for e in entries:
-            out.write(json.dumps(e.to_json(), ensure_ascii=False, default=str) + "\n")
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise failed(exc) from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with open(target, "w", encoding="utf-8") as out:
+                out.writelines(lines)
+        except OSError as exc:
+            raise failed(exc) from None
+        return
+    if st is not None:
+        mode = stat.S_IMODE(st.st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target)
+        )
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.writelines(lines)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise failed(exc) from None
     finally:
-        if output:
-            out.close()
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 @trace.command("records")

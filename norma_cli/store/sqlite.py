@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +281,29 @@ class TraceRecord:
     pending_id: str | None = None
 
 
+@cache
+def expected_objects() -> frozenset[str]:
+    """The tables and views MIGRATIONS leave behind, replayed from their statements (CREATE
+    TABLE/VIEW adds a name, ALTER TABLE ... RENAME TO moves one, DROP removes one), so a new
+    migration is covered without a list to keep in step."""
+    import re
+
+    create = re.compile(r"\s*CREATE\s+(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
+    rename = re.compile(r"\s*ALTER\s+TABLE\s+(\w+)\s+RENAME\s+TO\s+(\w+)", re.I)
+    drop = re.compile(r"\s*DROP\s+(?:TABLE|VIEW)\s+(?:IF\s+EXISTS\s+)?(\w+)", re.I)
+    names: set[str] = {"schema_migrations"}
+    for _, stmts in MIGRATIONS:
+        for stmt in stmts:
+            if m := create.match(stmt):
+                names.add(m[1])
+            elif m := rename.match(stmt):
+                names.discard(m[1])
+                names.add(m[2])
+            elif m := drop.match(stmt):
+                names.discard(m[1])
+    return frozenset(names)
+
+
 def sqlite_path(url: str) -> Path:
     """``sqlite:///abs/path.db`` or ``sqlite:///rel.db`` → a filesystem path."""
     if not url.startswith("sqlite:///"):
@@ -358,33 +382,67 @@ class Store:
                 raise StoreError(f"store {self.path}: {exc}") from None
 
     def migrate(self) -> None:
+        """Apply the pending migrations; refuse a store this norma cannot safely write: one a
+        newer norma migrated further, or one missing a table its migrations created (a call
+        must never run when its trace cannot be written)."""
         with self._lock:
             try:
-                have = self._applied_versions()
+                names = self._schema_names()
+                have = self._applied_versions(names)
             except sqlite3.Error as exc:
                 raise StoreError(f"store {self.path} is unreadable: {exc}") from None
+            known = max(v for v, _ in MIGRATIONS)
+            newest = max(have, default=0)
+            if newest > known:
+                raise StoreError(
+                    f"store {self.path} was written by a newer norma (schema {newest}, this norma"
+                    f" knows up to {known}); upgrade norma or point [store] url elsewhere"
+                )
             pending = [(v, stmts) for v, stmts in MIGRATIONS if v not in have]
-            if not pending:
-                return
-            try:
-                with self.write() as conn:
-                    have = self._applied_versions()  # another process may have migrated
-                    for version, stmts in pending:
-                        if version in have:
-                            continue
-                        for stmt in stmts:
-                            conn.execute(stmt)
-                        conn.execute(
-                            "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                            (version, time.time()),
-                        )
-            except sqlite3.Error as exc:
-                raise StoreError(f"store {self.path}: migration failed: {exc}") from None
+            if pending:
+                self._apply(pending)
+                try:
+                    names = self._schema_names()
+                except sqlite3.Error as exc:
+                    raise StoreError(f"store {self.path} is unreadable: {exc}") from None
+            missing = sorted(expected_objects() - names)
+            if missing:
+                raise StoreError(
+                    f"store {self.path} is damaged: {', '.join(missing)} missing (schema"
+                    f" {known}); restore it from a backup or move it aside"
+                )
 
-    def _applied_versions(self) -> set[int]:
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
-        )
+    def _apply(self, pending: list[tuple[int, list[str]]]) -> None:
+        try:
+            with self.write() as conn:
+                # another process may have migrated since the first look
+                have = self._applied_versions(self._schema_names())
+                for version, stmts in pending:
+                    if version in have:
+                        continue
+                    for stmt in stmts:
+                        conn.execute(stmt)
+                    conn.execute(
+                        "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                        (version, time.time()),
+                    )
+        except sqlite3.Error as exc:
+            raise StoreError(f"store {self.path}: migration failed: {exc}") from None
+
+    def _schema_names(self) -> set[str]:
+        """The tables and views in the database: one read of the schema SQLite has already
+        parsed (a second backend asks its own catalog, e.g. information_schema)."""
+        rows = self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+        ).fetchall()
+        return {row[0] for row in rows}
+
+    def _applied_versions(self, names: set[str]) -> set[int]:
+        if "schema_migrations" not in names:
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            return set()
         return {row[0] for row in self._conn.execute("SELECT version FROM schema_migrations")}
 
     def append_trace(self, rec: TraceRecord) -> tuple[int, str]:

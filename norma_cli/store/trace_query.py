@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from norma_cli.store.sqlite import Store
 
 _PAGE = 2000
+MAX_SEQ = 2**63 - 1  # SQLite INTEGER (a signed 64-bit integer)
 
 
 @record
@@ -133,8 +134,11 @@ class TraceStore:
         name calls of several sessions: all of them are returned."""
         cols = ", ".join(COLUMNS)
         digits = key.lstrip("#")
-        if digits.isdigit():
-            rows = self.store.query(f"SELECT {cols} FROM traces WHERE seq = ?", (int(digits),))
+        # ASCII digits only (int() refuses some that isdigit() accepts), and within SQLite's
+        # INTEGER: a seq beyond it names no entry rather than overflowing the bind
+        seq = digits.lstrip("0") or "0"
+        if digits.isascii() and digits.isdigit() and len(seq) <= 19 and int(seq) <= MAX_SEQ:
+            rows = self.store.query(f"SELECT {cols} FROM traces WHERE seq = ?", (int(seq),))
             if rows:
                 return [TraceEntry.from_row(r) for r in rows]
         rows = self.store.query(
