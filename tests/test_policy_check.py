@@ -90,3 +90,60 @@ def test_file_rules_and_cli_flag_source(norma: RunNorma, tmp_path: Path) -> None
         "Read(./secrets/**)",
         "--deny",
     )
+
+
+def test_redirection_rows_use_the_directory_the_decision_used(
+    norma: RunNorma, tmp_path: Path
+) -> None:
+    """A redirection's row is judged where the engine resolved it: after ``cd build &&`` in
+    ./build (allowed by the Edit rule), after ``cd build;`` in ./ or ./build (./out.txt is
+    not covered: ask) — not on its own from the working directory."""
+    (tmp_path / "build").mkdir()
+    cfg = tmp_path / "policy.toml"
+    cfg.write_text(
+        '[permissions]\nallow = ["Bash(cd:*)", "Bash(echo:*)", "Edit(./build/**)"]\n'
+        'deny = ["Edit(./build/secret.txt)"]\n'
+    )
+    chained = check(norma, cfg, "Bash", {"command": "cd build && echo x > out.txt"})
+    assert chained["decision"] == "allow"
+    rows = {s["command"]: s for s in chained["subcommands"]}
+    assert set(rows) == {"cd build", "echo x", "> out.txt"}
+    assert (rows["> out.txt"]["decision"], rows["> out.txt"]["rule"]) == (
+        "allow",
+        "Edit(./build/**)",
+    )
+    assert rows["> out.txt"]["source"] == f"{cfg}:2"
+
+    maybe = check(norma, cfg, "Bash", {"command": "cd build; echo x > out.txt"})
+    assert maybe["decision"] == "ask"
+    rows = {s["command"]: s for s in maybe["subcommands"]}
+    assert (rows["> out.txt"]["decision"], rows["> out.txt"]["rule"]) == ("ask", None)
+    assert rows["echo x"]["decision"] == "allow"
+
+    # the deny side resolves the same way: ./build/secret.txt, which no rule names as written
+    denied = check(norma, cfg, "Bash", {"command": "cd build && echo x > secret.txt"})
+    rows = {s["command"]: s for s in denied["subcommands"]}
+    assert denied["decision"] == "deny" and denied["rule"] == "Edit(./build/secret.txt)"
+    assert (rows["> secret.txt"]["decision"], rows["> secret.txt"]["rule"]) == (
+        "deny",
+        "Edit(./build/secret.txt)",
+    )
+
+
+def test_each_row_is_the_command_as_the_line_read_it(norma: RunNorma, tmp_path: Path) -> None:
+    """Rows come from the line's own parse, nested commands included once each (no reparse)."""
+    cfg = tmp_path / "policy.toml"
+    cfg.write_text(POLICY)
+    report = check(norma, cfg, "Bash", {"command": "git log $(rm -rf x) && sudo rm y"})
+    rows = [(s["command"], s["decision"], s["rule"]) for s in report["subcommands"]]
+    assert report["decision"] == "deny"
+    assert ("rm -rf x", "deny", "Bash(rm:*)") in rows
+    assert ("sudo rm y", "deny", "Bash(rm:*)") in rows  # its deny-only reading: rm y
+    # the outer command's own words (git log, then a value not known): not literal
+    assert ("git log $(rm -rf x)", "ask", "<unparseable shell>") in rows
+
+
+def test_input_that_is_not_utf8_is_a_usage_error(norma: RunNorma) -> None:
+    proc = norma("policy", "check", "Bash", "-i", '{"command": "echo \\ud800"}')
+    assert proc.returncode == 2 and proc.stderr.startswith("norma: error: input is not valid UTF-8")
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1

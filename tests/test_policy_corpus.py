@@ -408,6 +408,22 @@ MISREAD = [
     ("git log | head | wc\ngit status && ls > build/o", "ask"),
 ]
 
+# Lines at the limits of the walk (not in CORPUS: the golden file would hold each level's text).
+# Past 64 levels of substitutions and subshells the walk stops (each level's command is the
+# text of every level inside it: walking them all costs the square of the depth). The line
+# asks; deny rules still meet what a plain tokenizer finds inside.
+DEEP = 65
+LIMITS = [
+    ("echo " + "$(" * DEEP + "rm -rf x" + ")" * DEEP, "deny"),
+    ("echo " + "$(" * (DEEP - 1) + "rm -rf x" + ")" * (DEEP - 1), "deny"),
+    ("echo " + "$(" * DEEP + "git log" + ")" * DEEP, "ask"),
+    ("echo " + '"$(' * DEEP + "rm -rf x" + ')"' * DEEP, "deny"),
+    ("echo " + "$(" * DEEP + "echo `rm -rf x`" + ")" * DEEP, "deny"),
+    ("echo " + "$(" * DEEP + "cat <<EOF\n$(rm -rf x)\nEOF\n" + ")" * DEEP, "deny"),
+    ("cat " + "<(" * DEEP + "rm -rf x" + ")" * DEEP, "deny"),
+    ("( " * DEEP + "git log" + " )" * DEEP, "ask"),
+    ("( " * (DEEP - 1) + "git log" + " )" * (DEEP - 1), "allow"),
+]
 
 CORPUS = (
     CHAINING
@@ -522,6 +538,54 @@ def test_no_allow_for_a_line_that_is_not_literal(ws: Workspace) -> None:
     for command, _ in CORPUS:
         if not parse_script(command).literal:
             assert ws.evaluate(Bash(), {"command": command}).behavior != "allow", command
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        *LIMITS,
+        # A cd is followed through an ``&&`` chain of a few hundred commands ...
+        ("cd build && " + "true && " * 200 + "echo x > out.txt", "allow"),
+        ("true && " * 300 + "cd build && echo x > out.txt", "allow"),
+        # ... not one buried deeper (256 syntax nodes): it may not have happened (./out.txt)
+        ("cd build && " + "true && " * 300 + "echo x > out.txt", "ask"),
+        ("cd /etc && " + "true && " * 300 + "echo x > passwd", "deny"),
+        # 64 directory changes are followed; later ones may or may not have happened
+        ("cd build && " * 60 + "echo x > out.txt", "allow"),
+        ("cd build && " * 70 + "echo x > out.txt", "ask"),
+        ("while true; do " * 100 + "echo x > build/out.txt; " + "done; " * 100, "allow"),
+        ("while true; do " * 100 + "cd build; echo x > out.txt; " + "done; " * 100, "ask"),
+    ],
+    ids=lambda c: repr(c)[:40],
+)
+def test_lines_at_the_limits_of_the_walk(ws: Workspace, command: str, expected: str) -> None:
+    assert ws.evaluate(Bash(), {"command": command}).behavior == expected
+    # and, as for the corpus: no allow over a denied or unreadable piece
+    if expected == "allow":
+        for sub in parse_script(command).commands:
+            assert ws.evaluate(Bash(), {"command": sub.text}).behavior == "allow", sub.text
+    for sub in parse_script(command).commands:
+        if ws.evaluate(Bash(), {"command": sub.text}).behavior == "deny":
+            assert expected == "deny", sub.text
+
+
+def test_pathological_lines_are_read_in_linear_time() -> None:
+    """Each took from 3 s to minutes when the walk was quadratic or cubic in their depth
+    (climbing tree-sitter parents from every cd, re-marking nested loops, text per level)."""
+    import time
+
+    n = 3000
+    lines = [
+        "cd x && " * n + "ls > out",
+        "cd x && " + "true && " * n + "ls > out",
+        "while true; do " * n + "cd x; " + "done; " * n,
+        "echo " + "$(" * n + "rm -rf x" + ")" * n,
+        "{ " * n + "cd x; " + "} > f; " * n,
+    ]
+    start = time.perf_counter()
+    for line in lines:
+        parse_script(line)
+    assert time.perf_counter() - start < 5  # well under 0.5 s now, on a loaded machine too
 
 
 @pytest.mark.parametrize(

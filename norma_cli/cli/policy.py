@@ -41,6 +41,7 @@ def check(
     if agent_key is not None:
         app.options["agent"] = agent_key
     tool_input = parse_input(input_, args)
+    _require_utf8(tool_input)
     report = explain(app.runtime(with_store=False), name, tool_input)
     if as_json:
         import json
@@ -143,22 +144,87 @@ def explain(rt: Any, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def _require_utf8(tool_input: dict[str, Any]) -> None:
+    """Refuse input no tool could be given: text with a lone surrogate (``"\\ud800"`` in
+    JSON, or an argv byte that is not UTF-8) has no UTF-8 spelling.
+    """
+    import json
+
+    from norma_cli.errors import UsageError
+
+    try:
+        json.dumps(tool_input, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ascii(exc.object[exc.start : exc.end])
+        raise UsageError(f"input is not valid UTF-8 text: {exc.reason} ({bad})") from None
+
+
 def _subcommands(rt: Any, tool: Any, command: str, ctx: Any) -> list[dict[str, Any]]:
-    """Each simple command and redirection of a Bash line, judged on its own."""
-    from norma_cli.policy.shell import parse_script
+    """Each simple command and redirection of a Bash line, judged on its own.
+
+    Each piece goes through the whole engine as the line's parse read it (``read_as``): a
+    command with the readings guessed for it, a redirection with the directories a ``cd``
+    before it may have left — so a row never shows another rule than the decision applied.
+    Nothing is parsed again (reparsing each nested level would cost the square of the depth).
+    """
+    from norma_cli.policy.shell import ShellScript, SubCommand, parse_script
 
     script = parse_script(command)
+    # ``sudo rm x`` is two readings of one command (the second deny-only), as is a guessed
+    # reading of ``$X -rf /``: a command's row weighs every deny-only reading of its text.
+    guesses: dict[str, list[SubCommand]] = {}
+    for sub in script.commands:
+        if sub.deny_only:
+            guesses.setdefault(sub.text, []).append(sub)
     out: list[dict[str, Any]] = []
+    shown: set[str] = set()
     for sub in script.commands:
         if sub.deny_only:
             continue
-        verdict = rt.engine.evaluate(tool, {"command": sub.text}, ctx)
-        out.append(_row(sub.text, verdict, literal=sub.literal))
+        shown.add(sub.text)
+        alone = ShellScript(sub.text, (sub, *guesses.get(sub.text, ())), (), ())
+        out.append(_row(sub.text, _judge(rt, tool, alone, ctx), literal=sub.literal))
+    for text, readings in guesses.items():
+        # Readings of no command shown (a line that does not parse, one nested too deeply):
+        # listed when they are what denies it.
+        if text not in shown:
+            verdict = _judge(rt, tool, ShellScript(text, tuple(readings), (), ()), ctx)
+            if verdict.behavior == "deny":
+                out.append(_row(text, verdict, literal=False))
     for red in script.redirects:
         if red.write and not red.harmless:
-            verdict = rt.engine.evaluate(tool, {"command": f": {red.text}"}, ctx)
-            out.append(_row(red.text, verdict, literal=True))
+            alone = ShellScript(red.text, (), (red,), ())
+            verdict = _judge(rt, tool, alone, ctx)
+            row = _row(red.text, verdict, literal=alone.literal)
+            if _past_allow_rules(verdict, ctx.mode) and rt.engine.rules.rules["allow"]:
+                # A line of redirections alone names no command rule, so the engine never
+                # allows one by rule; in a line whose commands are allowed the redirection is
+                # judged by whether an Edit/Write rule (or acceptEdits) covers every place it
+                # may write — with the same directories as here.
+                group = rt.engine.rules.group("allow", tool.name)
+                entry = group.redirect_allowed(red, ctx)
+                if entry is not None:
+                    row.update(decision="allow", stage="rule", rule=entry["rule"])
+                    row["source"] = entry["source"]
+            out.append(row)
     return out
+
+
+def _judge(rt: Any, tool: Any, script: Any, ctx: Any) -> Any:
+    """The engine's decision for a line read as ``script``."""
+    from norma_cli.policy.shell import read_as
+
+    with read_as(script):
+        return rt.engine.evaluate(tool, {"command": script.source}, ctx)
+
+
+def _past_allow_rules(verdict: Any, mode: str) -> bool:
+    """Was ``verdict`` reached after the engine's allow-rule stage (SPEC §4 stages 4-5)?"""
+    if verdict.behavior == "allow":
+        return verdict.stage not in ("rule", "mode")
+    if verdict.behavior == "deny":
+        return verdict.stage == "mode" and mode in ("dontAsk", "auto")
+    return verdict.stage == "default"
 
 
 def _row(text: str, verdict: Any, *, literal: bool) -> dict[str, Any]:

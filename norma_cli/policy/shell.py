@@ -16,9 +16,12 @@ evaluation parses once however many rule stages look at it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from norma_cli.core.record import record, replace
@@ -39,6 +42,9 @@ Words = tuple[str, ...]
 Dirs = tuple[tuple[str, ...], ...]
 HERE: Dirs = ((),)
 MAX_DIRS = 4  # more possible directories than this: the directory is unknown
+# Directory changes in one script whose reach ``_certain`` works out (it reads the syntax
+# around each); any later one is taken as one that may or may not have happened.
+MAX_CERTAIN_CDS = 64
 
 MAX_REENTRY = 8  # bash -c inside bash -c ...
 MAX_NODES = 50_000  # syntax nodes walked before we give up (and ask)
@@ -112,7 +118,30 @@ class ShellScript:
 
 def parse_script(command: str) -> ShellScript:
     """Every simple command and file redirection of ``command`` (cached by text)."""
+    given = _GIVEN.get()
+    if given is not None and given.source == command:
+        return given
     return _parse(command, 0)
+
+
+# A reading ``read_as`` hands the engine instead of parsing (this thread / task only).
+_GIVEN: ContextVar[ShellScript | None] = ContextVar("norma_shell_given", default=None)
+
+
+@contextlib.contextmanager
+def read_as(script: ShellScript) -> Iterator[None]:
+    """Within the block, ``parse_script(script.source)`` is ``script`` (in this context only).
+
+    ``norma policy check`` judges one piece of a line (a command, a redirection) through the
+    whole permission engine exactly as it was read in the line: with the directory a ``cd``
+    before it left, the readings guessed for it — nothing reparsed out of context, nothing
+    nested reparsed once per level.
+    """
+    token = _GIVEN.set(script)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -240,6 +269,7 @@ class Recorder:
         self.commands: list[SubCommand] = []
         self.redirects: list[Redirect] = []
         self.problems: list[str] = []
+        self.lost: list[tuple[int, int, int, int]] = []  # see ``lost_track``
 
     def script(self, command: str) -> ShellScript:
         return ShellScript(
@@ -360,7 +390,12 @@ class Recorder:
 
     def _moved(self, new: Dirs | None, at: Any) -> None:
         """The script may now be in ``new`` (None: anywhere); ``at``: where the cd stands."""
-        certain = new is not None and at is not None and self._certain(at)
+        certain = (
+            new is not None
+            and at is not None
+            and len(self.trail) < MAX_CERTAIN_CDS
+            and self._certain(at)
+        )
         self.trail.append(new)
         self.cd = new if certain else _union(self.cd, new)  # or: it may not have happened
 
@@ -378,11 +413,24 @@ class Recorder:
         """
         self.cd = None
         self.trail.append(None)
-        for i in range(redirects, len(self.redirects)):
+        # Ranges an inner loop already went over are skipped: nested loops cost no more than
+        # one (``lost``: the ranges done so far, in order, as command and redirection spans).
+        lost = self.lost
+        c_end, r_end = len(self.commands), len(self.redirects)
+        while lost and lost[-1][0] >= commands and lost[-1][2] >= redirects:
+            c0, c1, r0, r1 = lost.pop()
+            self._lose(c1, c_end, r1, r_end)
+            c_end, r_end = c0, r0
+        self._lose(commands, c_end, redirects, r_end)
+        lost.append((commands, len(self.commands), redirects, len(self.redirects)))
+
+    def _lose(self, c0: int, c1: int, r0: int, r1: int) -> None:
+        """Commands ``c0:c1`` and redirections ``r0:r1`` run in an unknown directory."""
+        for i in range(r0, r1):
             r = self.redirects[i]
             if r.cd is not None:
                 self.redirects[i] = replace(r, cd=None)
-        for i in range(commands, len(self.commands)):
+        for i in range(c0, c1):
             c = self.commands[i]
             head = c.words[0] if c.words else ""
             if c.literal and "/" in head and _relative(head):

@@ -16,6 +16,11 @@ the commands chained to it by ``&&`` for certain and any later one only perhaps 
 ``shell.Recorder``); a subshell or substitution gives the directory back when it ends, and a
 loop whose body changes directory leaves it unknown (a later pass starts where the last ended).
 
+Every step is linear in the size of the line, so a hostile line cannot stall a decision:
+substitutions and subshells nested more than ``MAX_NESTING`` deep are not walked (the line
+asks; deny rules still meet a plain tokenizer's reading of what is inside), and a ``cd`` is
+placed by climbing a parent map built once (``_links``), never more than ``MAX_CLIMB`` nodes.
+
 Importing this module is cheap; tree-sitter itself is imported on the first parse.
 """
 
@@ -72,6 +77,15 @@ _SIMPLE_COMMAND = re.compile(r"[A-Za-z0-9_./:=@%+,\- \t]+")
 _SKIP_IN_COMMAND = frozenset(
     {"variable_assignment", "file_redirect", "herestring_redirect", "heredoc_redirect", "comment"}
 )
+# Substitutions and subshells nested deeper than this are not walked: every level's command is
+# the whole text of the levels inside it, so the walk would cost the square of the depth. The
+# line asks, and deny rules still meet the plain words inside (``_too_deep``).
+MAX_NESTING = 64
+_COMMAND_ENDS = str.maketrans("`\n", ";;")
+# ``_certain`` climbs at most this many syntax nodes up from a ``cd`` (twice: to the shell it
+# runs in, and up the ``&&`` lists it is part of); a cd buried deeper (in an and-or list of
+# hundreds of commands, say) is taken as one that may not have happened.
+MAX_CLIMB = 256
 
 
 def parse_tree(command: str, depth: int) -> ShellScript:
@@ -165,6 +179,12 @@ class TreeWalker(Recorder):
         self.redirect_cd: dict[Any, list[Dirs | None]] = {}
         self.anchors: dict[Any, list[Dirs | None]] = {}
         self.stack: list[Any] = []  # the walk's stack (``_certain`` schedules on it)
+        self.nesting = 0  # substitutions and subshells the walk is inside
+        self.root: Node | None = None
+        # Parent of every inner node, and the nodes a ``&`` follows (``_links``): tree-sitter
+        # finds a node's parent or sibling by descending from the root, so climbing a deep
+        # tree through it would cost the square of its depth.
+        self.links: tuple[dict[Any, Any], set[Any]] | None = None
 
     def walk(self, root: Node) -> bool:
         """Visit the whole tree; False when it did not parse or was too large to finish."""
@@ -172,6 +192,7 @@ class TreeWalker(Recorder):
             self.problems.append("the command does not parse as bash")
         stack: list[Any] = [root]  # syntax nodes, and _Resume entries
         self.stack = stack
+        self.root = root
         pop = stack.pop
         visit = _VISIT.get
         line = self.line
@@ -221,6 +242,9 @@ class TreeWalker(Recorder):
                 elif what == _FUNCTION:
                     stack.append(self._function(node))
                 elif what == _CHILD:
+                    if self.nesting >= MAX_NESTING:
+                        self._too_deep(node)
+                        continue
                     stack.append(self._child())
                 elif what == _LOOP:
                     stack.append(self._loop())
@@ -230,6 +254,9 @@ class TreeWalker(Recorder):
                     stack += rest
                     continue
                 else:  # _SUBSTITUTION
+                    if self.nesting >= MAX_NESTING:
+                        self._too_deep(node)
+                        continue
                     if self.src[node.start_byte : node.start_byte + 1] == b"`":
                         text = self._text(node)
                         if "\\" in text:
@@ -429,12 +456,26 @@ class TreeWalker(Recorder):
     def _child(self) -> _Resume:
         """A subshell or substitution: a cd inside it is undone when it ends."""
         saved, mark = self.cd, len(self.trail)
+        self.nesting += 1
 
         def resume() -> None:
             self.cd = saved
             del self.trail[mark:]
+            self.nesting -= 1
 
         return _Resume(resume)
+
+    def _too_deep(self, node: Node) -> None:
+        """A substitution or subshell past ``MAX_NESTING``: ask, and give deny rules the
+        commands a plain tokenizer finds in it — double quotes dropped and backquotes and
+        newlines read as command ends, so what bash runs inside them (or in a heredoc) is
+        met too, and perhaps more (a deny-only reading may be wider than bash's).
+        """
+        self.problems.append(f"substitutions or subshells nested more than {MAX_NESTING} deep")
+        text = self._text(node)
+        plain = text.replace('"', " ").translate(_COMMAND_ENDS)
+        found = _fallback_commands(plain, "nested too deeply to check")
+        self.commands.extend(c._replace(text=text) for c in found)
 
     def _loop(self) -> _Resume:
         """A loop runs its body again from where the last pass left the shell."""
@@ -453,18 +494,24 @@ class TreeWalker(Recorder):
         reached through ``||``, negated, or in a pipeline or background list this walk does
         not give the directory back after (see ``_RESTORED``).
         """
+        parents, before_amp = self._links()
+        parent_of = parents.get
+        climbed = 0
         node = at
         while node is not None and node.type not in _RESTORED:
             if node.type == "pipeline" and not _before_pipeline(at, node):
                 return False
-            after = node.next_sibling
-            if after is not None and after.type == "&":
+            if node in before_amp:
                 return False
-            node = node.parent
+            node = parent_of(node)
+            climbed += 1
+            if climbed > MAX_CLIMB:
+                return False
         # Up through the lists whose last command the cd is: ``a && cd x`` succeeds only if
         # cd ran and succeeded; ``a || cd x`` also when cd never ran.
+        climbed = 0
         node = at
-        parent = node.parent
+        parent = parent_of(node)
         while parent is not None:
             kind = parent.type
             if kind == "redirected_statement" and _body(parent) == node:
@@ -474,7 +521,10 @@ class TreeWalker(Recorder):
                     return False
             else:
                 break
-            node, parent = parent, parent.parent
+            node, parent = parent, parent_of(parent)
+            climbed += 1
+            if climbed > MAX_CLIMB:
+                return False
         # Then every ``&& right`` the cd's list is the left side of runs only after the cd.
         end: Node | None = None
         while parent is not None:
@@ -490,7 +540,10 @@ class TreeWalker(Recorder):
                 end = parent.named_children[-1]  # ``cd x && a 2>&1 | b``: b is chained too
             else:
                 break
-            node, parent = parent, parent.parent
+            node, parent = parent, parent_of(parent)
+            climbed += 1
+            if climbed > MAX_CLIMB:
+                return False
         if end is None:
             return False
         stack = self.stack
@@ -502,6 +555,27 @@ class TreeWalker(Recorder):
                 stack.insert(i, _Resume(widen))
                 return True
         return False
+
+    def _links(self) -> tuple[dict[Any, Any], set[Any]]:
+        """Each inner node's parent, and the nodes a ``&`` follows: one pass over the tree,
+        made when the first ``cd`` needs them.
+        """
+        if self.links is None:
+            parents: dict[Any, Any] = {}
+            before_amp: set[Any] = set()
+            todo = [self.root] if self.root is not None else []
+            while todo:
+                node = todo.pop()
+                prev = None
+                for child in node.children:
+                    if child.child_count:
+                        parents[child] = node
+                        todo.append(child)
+                    elif prev is not None and child.type == "&":
+                        before_amp.add(prev)
+                    prev = child
+            self.links = parents, before_amp
+        return self.links
 
     # -- assignments and redirections ------------------------------------------------------
 
@@ -732,7 +806,9 @@ def _closing_paren(text: str, start: int) -> int | None:
     return None
 
 
-def _fallback_commands(command: str) -> list[SubCommand]:
+def _fallback_commands(
+    command: str, reason: str = "the command does not parse as bash"
+) -> list[SubCommand]:
     """Deny-only readings of a line tree-sitter could not parse, from a plain tokenizer.
 
     A parse error already makes the line *ask*; this is so a deny rule still wins over it
@@ -756,7 +832,7 @@ def _fallback_commands(command: str) -> list[SubCommand]:
                         prog.words,
                         with_basenames(prog.readings),
                         False,
-                        "the command does not parse as bash",
+                        reason,
                         prog.open_ended,
                         True,
                     )

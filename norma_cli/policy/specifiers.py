@@ -403,7 +403,7 @@ class RuleGroup:
         for red in script.redirects:
             if not red.write or red.harmless:
                 continue
-            entry = self._redirect_allowed(red, ctx)
+            entry = self.redirect_allowed(red, ctx)
             if entry is None:
                 return None
             entries.append(entry)
@@ -446,7 +446,7 @@ class RuleGroup:
                 return rule
         return None
 
-    def _redirect_allowed(self, red: Redirect, ctx: CallContext) -> dict[str, Any] | None:
+    def redirect_allowed(self, red: Redirect, ctx: CallContext) -> dict[str, Any] | None:
         from norma_cli.policy.shell import resolve_redirect
 
         cwd = str(ctx.cwd)
