@@ -157,6 +157,23 @@ def _probe_openat2() -> bool:
 
 
 _libc: ctypes.CDLL | None = None
+_HOW_SIZE = ctypes.c_size_t(24)  # sizeof(struct open_how)
+_NR = ctypes.c_long(_OPENAT2_NR)
+# open_how buffers by (flags, mode): a Read builds the same one every call
+_hows: dict[tuple[int, int], ctypes.Array[ctypes.c_char]] = {}
+
+
+def _how(flags: int, mode: int) -> ctypes.Array[ctypes.c_char]:
+    key = (flags, mode)
+    buf = _hows.get(key)
+    if buf is None:
+        resolve = _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+        # struct open_how { u64 flags; u64 mode; u64 resolve; }; mode must be 0 without O_CREAT
+        how = struct.pack("QQQ", flags | _O_CLOEXEC, mode if flags & os.O_CREAT else 0, resolve)
+        buf = ctypes.create_string_buffer(how, len(how))  # the kernel only reads it
+        if len(_hows) < 64:
+            _hows[key] = buf
+    return buf
 
 
 def _openat2(dir_fd: int, rel: str, flags: int, mode: int, *, close_dir: bool = False) -> int:
@@ -165,19 +182,10 @@ def _openat2(dir_fd: int, rel: str, flags: int, mode: int, *, close_dir: bool = 
         if _libc is None:
             _libc = ctypes.CDLL(None, use_errno=True)
             _libc.syscall.restype = ctypes.c_long
-        resolve = _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
-        # struct open_how { u64 flags; u64 mode; u64 resolve; }; mode must be 0 without O_CREAT
-        how = struct.pack("QQQ", flags | _O_CLOEXEC, mode if flags & os.O_CREAT else 0, resolve)
-        buf = ctypes.create_string_buffer(how, len(how))
-        path = os.fsencode(rel)
+        buf = _how(flags, mode)
+        path = ctypes.c_char_p(os.fsencode(rel))
         for _ in range(16):  # EAGAIN: a concurrent rename raced the lookup; try again
-            fd = _libc.syscall(
-                ctypes.c_long(_OPENAT2_NR),
-                ctypes.c_long(dir_fd),
-                ctypes.c_char_p(path),
-                buf,
-                ctypes.c_size_t(len(how)),
-            )
+            fd = _libc.syscall(_NR, ctypes.c_long(dir_fd), path, buf, _HOW_SIZE)
             if fd >= 0:
                 return int(fd)
             err = ctypes.get_errno()
@@ -276,8 +284,11 @@ def root_fd(root: Path) -> Iterator[int]:
 
 def open_location(loc: Location, flags: int, mode: int = 0o666) -> int:
     """Open a located path beneath its root. The caller owns (and closes) the fd."""
-    with root_fd(loc.root) as rfd:
+    rfd = os.open(loc.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)  # root_fd, inlined: hot
+    try:
         return open_beneath(rfd, loc.rel, flags, mode)
+    finally:
+        os.close(rfd)
 
 
 def open_parent(loc: Location, *, create: bool = False) -> tuple[int, str]:

@@ -9,6 +9,7 @@ rename relative to that same directory fd.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import re
 import stat
@@ -91,15 +92,61 @@ def _os_message(raw: str, exc: OSError) -> str:
 
 # ----------------------------------------------------------------------------- reading
 def _open_regular(loc: Location, raw: str) -> tuple[int, os.stat_result]:
-    # O_NONBLOCK: opening a FIFO must not hang the call; it is refused below anyway.
+    """A read-only fd of the regular file at ``loc``; anything else is refused.
+
+    Opening a device can act (a watchdog starts counting, a tape rewinds), so what is at the
+    path is looked at first, without following it, and a device, FIFO or socket is refused
+    unopened. The ``fstat`` of the confined fd decides: it sees what was really opened.
+    O_NONBLOCK: neither the open nor a read waits (a FIFO swapped in, ``/proc/kmsg``).
+    """
+    try:
+        mode = os.lstat(loc.path).st_mode
+    except OSError:
+        pass  # missing or unreadable: the confined open below says which
+    else:
+        if not stat.S_ISREG(mode):
+            _refuse_special(mode, raw)
     fd = open_location(loc, os.O_RDONLY | _O_NONBLOCK)
     st = os.fstat(fd)
     if stat.S_ISREG(st.st_mode):
         return fd, st
     os.close(fd)
-    if stat.S_ISDIR(st.st_mode):
+    _refuse_special(st.st_mode, raw)
+    raise FileToolError(f"{raw}: not a regular file")  # pragma: no cover - refused above
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _refuse_special(mode: int, raw: str) -> None:
+    """Raise unless ``mode`` is a regular file's (or a symlink's: the confined open refuses
+    one met where the resolved path had none)."""
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    if stat.S_ISDIR(mode):
         raise FileToolError(f"{raw}: is a directory; use LS to list it")
-    raise FileToolError(f"{raw}: not a regular file")
+    kind = next((name for test, name in _KINDS if test(mode)), "special")
+    raise FileToolError(f"{raw}: not a regular file ({kind}); file tools touch regular files only")
+
+
+def _read_upto(fh: BinaryIO, n: int, raw: str) -> bytes:
+    """Up to ``n`` bytes (fewer only at the end of the file); never waits for more."""
+    try:
+        data = fh.read(n)
+    except BlockingIOError:
+        data = None
+    if data is None:  # the fd is non-blocking and the file has nothing to give right now
+        raise _would_block(raw)
+    return data
+
+
+def _would_block(raw: str) -> FileToolError:
+    return FileToolError(f"{raw}: has no data to read without waiting; Read does not wait")
 
 
 _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -187,8 +234,14 @@ class ReadTool(FileTool):
         limit = tool_input.get("limit")
         loc = locate(raw, ctx)
         fd, st = _open_regular(loc, raw)
+        whole = offset is None and limit is None
         with os.fdopen(fd, "rb") as fh:
-            head = fh.read(SNIFF_BYTES)
+            try:
+                head = fh.read(SNIFF_BYTES)  # inline, not _read_upto: the hot path of Read
+            except BlockingIOError:
+                head = None
+            if head is None:
+                raise _would_block(raw)
             media = image_type(head)
             if media is not None:
                 return self._image(fh, head, st, media, loc)
@@ -196,17 +249,29 @@ class ReadTool(FileTool):
                 raise FileToolError(
                     f"{raw}: appears to be a binary file; Read shows text and images only"
                 )
-            if st.st_size == 0:
+            if not head:
                 return ToolOutput.text(
                     f"{loc.path} is empty (0 bytes).", path=str(loc.path), lines=0
                 )
-            if st.st_size > MAX_READ_BYTES and offset is None and limit is None:
+            src: BinaryIO = fh
+            if st.st_size == 0:
+                # procfs, sysfs and the like say 0 whatever they hold: read to find out, up
+                # to the limit for a whole file
+                data = head + _read_upto(fh, MAX_READ_BYTES + 1 - len(head), raw)
+                if len(data) <= MAX_READ_BYTES:
+                    src = io.BytesIO(data)
+                elif whole:
+                    raise FileToolError(
+                        f"{raw} reports no size and holds over {MAX_READ_BYTES:,} bytes, the "
+                        "limit for reading a whole file; pass offset and limit to read it in pieces"
+                    )
+            elif st.st_size > MAX_READ_BYTES and whole:
                 raise FileToolError(
                     f"{raw} is {st.st_size:,} bytes, over the {MAX_READ_BYTES:,}-byte limit for "
                     "reading a whole file; pass offset and limit to read it in pieces"
                 )
-            fh.seek(0)
-            return self._text(fh, loc, max(1, offset or 1), limit or DEFAULT_READ_LINES)
+            src.seek(0)
+            return self._text(src, loc, max(1, offset or 1), limit or DEFAULT_READ_LINES)
 
     def _text(self, fh: BinaryIO, loc: Location, start: int, limit: int) -> ToolOutput:
         out: list[str] = []
@@ -242,7 +307,11 @@ class ReadTool(FileTool):
             raise FileToolError(
                 f"{loc.path}: image of {st.st_size:,} bytes is over the {MAX_IMAGE_BYTES:,}-byte limit"
             )
-        data = head + fh.read(MAX_IMAGE_BYTES + 1 - len(head))
+        data = head + _read_upto(fh, MAX_IMAGE_BYTES + 1 - len(head), str(loc.path))
+        if len(data) > MAX_IMAGE_BYTES:  # it reported a smaller size (or none)
+            raise FileToolError(
+                f"{loc.path}: image of over {MAX_IMAGE_BYTES:,} bytes is over the limit"
+            )
         block = ContentBlock("image", data=base64.b64encode(data).decode("ascii"), media_type=media)
         return ToolOutput(
             [block], metadata={"path": str(loc.path), "media_type": media, "bytes": len(data)}
@@ -256,6 +325,13 @@ def write_atomic(loc: Location, data: bytes) -> bool:
     The temp file is created with ``openat`` in the confined parent directory fd and renamed
     relative to that same fd, so no path is looked up again after the confined open. An
     existing file keeps its mode (and owner, where we may set it).
+
+    Only a regular file is replaced: what is at the leaf is looked at (``fstatat`` on the
+    confined parent fd, not following a symlink) before anything is created, and a directory,
+    FIFO, socket or device node is refused and left alone. A rename cannot be made to depend
+    on what it replaces, so an entry swapped in between that look and the rename is replaced;
+    only a writer of the directory can do that, to an entry of its own making (a device node
+    there needs root), and the new file stays beneath the root all the same.
     """
     parent, leaf = open_parent(loc, create=True)
     tmp = f".{leaf[:200]}.norma-{os.urandom(6).hex()}.tmp"
@@ -264,12 +340,16 @@ def write_atomic(loc: Location, data: bytes) -> bool:
             old: os.stat_result | None = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
         except FileNotFoundError:
             old = None
-        if old is not None and stat.S_ISDIR(old.st_mode):
-            raise FileToolError(f"{loc.path}: is a directory")
         if old is not None and stat.S_ISLNK(old.st_mode):
             raise ConfinementError(
                 f"{loc.path}: refused, it became a symbolic link during the call"
             )
+        if old is not None and not stat.S_ISREG(old.st_mode):
+            # a rename would put a regular file in place of a FIFO, a socket or a device
+            # node (as root, /dev/full), and cannot replace a directory
+            if stat.S_ISDIR(old.st_mode):
+                raise FileToolError(f"{loc.path}: is a directory")
+            _refuse_special(old.st_mode, str(loc.path))
         fd = open_beneath(parent, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -399,7 +479,9 @@ def _read_for_edit(loc: Location, raw: str) -> str | None:
             raise FileToolError(
                 f"{raw} is {st.st_size:,} bytes, too large to edit (limit {MAX_EDIT_BYTES:,})"
             )
-        data = fh.read(MAX_EDIT_BYTES + 1)
+        data = _read_upto(fh, MAX_EDIT_BYTES + 1, raw)
+    if len(data) > MAX_EDIT_BYTES:  # it reported a smaller size (or none, like procfs)
+        raise FileToolError(f"{raw} holds over {MAX_EDIT_BYTES:,} bytes, too large to edit")
     if b"\x00" in data[:SNIFF_BYTES]:
         raise FileToolError(f"{raw}: appears to be a binary file; Edit changes text files only")
     # surrogateescape: bytes that are not UTF-8 survive the round trip unchanged

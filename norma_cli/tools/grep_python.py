@@ -15,11 +15,25 @@ directories excluded, no symlinks followed) and prints the same results for the 
 * line-by-line matching, or with ``multiline`` the whole file (``.`` matches newlines, ``^``
   and ``$`` at line ends) where a match covers every line it touches.
 
-Patterns are Python ``re`` syntax, which agrees with ripgrep's Rust syntax for ordinary
-patterns (classes, ``\\d \\w \\s \\b``, alternation, repetition, ``(?i)``); look-around and
-back-references work here and are refused by ripgrep; POSIX classes (``[[:alpha:]]``) and
-``\\p{...}`` work only with ripgrep. ripgrep may also report matches found before a NUL byte
-beyond its first read buffer, which this engine never does.
+Patterns are matched with the ``regex`` module (``re``-compatible syntax, version 0), which
+agrees with ripgrep's Rust syntax for ordinary patterns (classes, ``\\d \\w \\s \\b``,
+alternation, repetition, ``(?i)``, POSIX classes, ``\\p{...}``); look-around and
+back-references work here and are refused by ripgrep. ripgrep may also report matches found
+before a NUL byte beyond its first read buffer, which this engine never does.
+
+Time. ripgrep's automata never backtrack; a backtracking engine can spend hours on one line
+(``(a|aa)+$`` against forty ``a``), and ``re`` cannot be interrupted, not even from another
+thread. So every ``regex`` call runs with its own ``timeout``: the rest of the search's time,
+at most ``MATCH_BUDGET`` (plus a second per 10 MB of text) for one call. A call that runs out
+cuts the search: what was found is returned with a note saying so, or an error if nothing
+was. A pattern with no repetition and at most one alternation cannot backtrack without end
+and runs on ``re``, untimed, which is faster. Without the ``regex`` module (not installed)
+every pattern runs on ``re`` and nothing guards against a runaway one.
+
+Calls. A timed call costs more than an ``re`` one, so lines are not searched one call each
+where that can be avoided: the pattern (``^``/``$`` at line ends) is run over the whole text,
+one step per matching line, and a match that may depend on text beyond its line is checked
+against that line alone (see ``_Searcher._by_text``).
 
 Every directory and file is opened beneath a descriptor of its parent with ``O_NOFOLLOW``, so
 a symlink swapped in during the walk is not followed.
@@ -34,10 +48,16 @@ import re
 import stat
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from norma_cli.core.record import record
 from norma_cli.tools.gitignore import GlobList, parse_line, segment_regex
 from norma_cli.tools.grep_model import VCS_DIRS, FileHits, Query, SearchError, SearchResult
+
+# Seconds one regex call may run, plus a second per 10 MB of the text searched: far beyond
+# what an ordinary pattern needs, so running out means the pattern backtracks without end.
+MATCH_BUDGET = 5.0
+_BUDGET_PER_CHAR = 1e-7
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -58,50 +78,155 @@ class _DirRules:
     exclude: GlobList | None
 
 
+class _Cut(Exception):
+    """A regex call ran out of time; the search ends where it is."""
+
+    def __init__(self, path: str, at_deadline: bool, budget: float = 0.0) -> None:
+        super().__init__(path)
+        self.path = path
+        self.at_deadline = at_deadline
+        self.budget = budget
+
+
 def search(q: Query) -> SearchResult:
-    regex = _compile(q)
-    newline_aware = q.multiline and _can_match_newline(regex)
-    prefilter = (
-        None if _ANCHORS.search(q.pattern) else re.compile(regex.pattern, regex.flags | re.M)
-    )
-    searcher = _Searcher(q, regex, newline_aware, prefilter)
+    started = time.monotonic()
+    searcher = _Searcher(q, _compile(q))
+    files: list[FileHits] = []
     notes: list[str] = []
-    if not q.is_dir:
-        hit = searcher.file_path(q.root)
-        return SearchResult("python", [hit] if hit else [], notes)
-    walker = _Walker(q, searcher)
-    files = list(walker.walk())
-    if walker.timed_out:
+    walker = None
+    try:
+        if not q.is_dir:
+            hit = searcher.file_path(q.root)
+            if hit is not None:
+                files.append(hit)
+        else:
+            walker = _Walker(q, searcher)
+            for hit in walker.walk():
+                files.append(hit)
+    except _Cut as cut:
+        if cut.at_deadline:
+            notes.append("the search stopped at its time limit; results are incomplete")
+        else:
+            elapsed = time.monotonic() - started
+            why = (
+                f"matching the pattern against {cut.path} ran over {cut.budget:.0f} s: it "
+                "backtracks without end in the Python engine (nested repetition such as "
+                "(a|aa)+ does); simplify the pattern"
+            )
+            if not files:
+                raise SearchError(
+                    f"the search was cut at {elapsed:.1f} s with nothing found: {why}"
+                ) from None
+            notes.append(f"the search was cut at {elapsed:.1f} s, results are incomplete: {why}")
+    if walker is not None and walker.timed_out:
         notes.append("the search stopped at its time limit; results are incomplete")
-    if walker.unreadable:
+    if walker is not None and walker.unreadable:
         notes.append("some paths could not be read")
     return SearchResult("python", files, notes)
 
 
 # ----------------------------------------------------------------------------- patterns
-def _compile(q: Query) -> re.Pattern[str]:
+@record(frozen=True)
+class _Pattern:
+    """The compiled pattern and what the engine needs to know about its shape."""
+
+    line: Any  # matches within one line (a ``regex`` pattern, or ``_Untimed``)
+    # The same with ``^``/``$`` at line ends, to search a whole text: wherever it matches a
+    # line alone it matches at the same place in the whole text. None when that may not hold:
+    # ``\\A``/``\\Z``, or a pattern able to match a line end that holds a negative
+    # look-around, an atomic group or a possessive repeat (more text can make those fail).
+    whole: Any | None
+    spans_lines: bool  # may match a line end (``.`` under dotall, ``\\s``, ``[^a]``, ...)
+    peeks: bool  # spans lines and has look-around: a match of ``whole`` may look past its line
+    timed: bool  # runs on ``regex``, each call with a timeout (else on ``re``, untimed)
+
+
+class _Untimed:
+    """An ``re`` pattern behind the ``regex`` call signature; the timeout is ignored."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self._p = pattern
+        self.plain_search = pattern.search
+
+    def search(self, text: str, pos: int = 0, timeout: float | None = None) -> Any:
+        return self._p.search(text, pos)
+
+    def finditer(self, text: str, pos: int = 0, timeout: float | None = None) -> Any:
+        return self._p.finditer(text, pos)
+
+
+def _compile(q: Query) -> _Pattern:
     flags = re.IGNORECASE if q.ignore_case else 0
     if q.multiline:
         flags |= re.MULTILINE | re.DOTALL
+    parsed = _shape(q.pattern, flags)
+    shape = parsed[0] if parsed is not None else None
+    engine: Any = re
+    if shape is None or not _bounded(shape):
+        try:
+            import regex  # imported here: only this fallback engine needs it
+
+            engine = regex
+        except ImportError:  # pragma: no cover - a dependency; degrade to ``re``, unguarded
+            engine = re
     try:
-        regex = re.compile(q.pattern, flags)
-    except re.error as exc:
-        raise SearchError(f"regex parse error: {exc}") from None
+        line = engine.compile(q.pattern, flags)
+        whole = engine.compile(q.pattern, flags | re.MULTILINE)
     except (OverflowError, RecursionError):
         raise SearchError("regex parse error: the pattern is too large") from None
-    if not q.multiline and _has_literal_newline(regex):
+    except Exception as exc:
+        if isinstance(exc, (re.error, engine.error)):
+            raise SearchError(f"regex parse error: {exc}") from None
+        raise
+    if engine is re:
+        line, whole = _Untimed(line), _Untimed(whole)
+    if not q.multiline and _has_literal_newline(q.pattern, shape):
         raise SearchError("the literal '\\n' is not allowed in a pattern unless multiline is true")
-    return regex
+    dotall = parsed is not None and bool(parsed[1] & re.DOTALL)  # with a global (?s) too
+    spans = _can_match_newline(shape, dotall=dotall)
+    ops = {op for op, _ in _walk_ops(shape)} if shape is not None else set()
+    widens = shape is not None and not ops & {"ASSERT_NOT", "ATOMIC_GROUP", "POSSESSIVE_REPEAT"}
+    return _Pattern(
+        line,
+        whole=None if _ANCHORS.search(q.pattern) or (spans and not widens) else whole,
+        spans_lines=spans,
+        peeks=spans and "ASSERT" in ops,
+        timed=engine is not re,
+    )
 
 
-def _parsed(regex: re.Pattern[str]) -> list[tuple[object, object]] | None:
-    try:
-        from re import _parser  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - Python < 3.11
+def _bounded(shape: list[tuple[object, object]]) -> bool:
+    """Whether ``re`` does a bounded amount of work at each position: no repetition (``?``
+    included) and at most one alternation, so there is no choice to multiply with another.
+    Plain words, ``foo|bar``, ``\\bname\\b``, ``^import`` are; they run on ``re``, which is
+    faster than ``regex`` with a timeout, and needs none."""
+    branches = 0
+    for op, _ in _walk_ops(shape):
+        if op.endswith("_REPEAT") or op.startswith(("GROUPREF", "ATOMIC")):
+            return False
+        branches += op == "BRANCH"
+    return branches <= 1
+
+
+# Syntax ``re`` reads differently from ``regex`` (POSIX classes read as sets, a brace that is
+# no ``{m,n}``, like the fuzzy ``{e<=1}``, as literal text): its parse would misdescribe it.
+_REGEX_ONLY = re.compile(r"\[:|(?<!\\)\{(?!\d*(?:,\d*)?\})")
+
+
+def _shape(pattern: str, flags: int) -> tuple[list[tuple[object, object]], int] | None:
+    """The pattern's parse tree as ``re`` sees it and its global flags; None when unknown
+    (the callers then assume the worst)."""
+    if _REGEX_ONLY.search(pattern):
         return None
     try:
-        return list(_parser.parse(regex.pattern, regex.flags))
-    except Exception:
+        import warnings
+        from re import _parser  # type: ignore[attr-defined]
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "possible nested set" and the like: unknown
+            tree = _parser.parse(pattern, flags)
+        return list(tree), int(tree.state.flags)
+    except Exception:  # not ``re`` syntax (\\p{..}, \\X, ...), or no _parser (Python < 3.11)
         return None
 
 
@@ -120,25 +245,29 @@ def _walk_ops(items: object) -> Iterator[tuple[str, object]]:
                         yield from _walk_ops(inner)
 
 
-def _has_literal_newline(regex: re.Pattern[str]) -> bool:
-    parsed = _parsed(regex)
-    if parsed is None:
-        return "\n" in regex.pattern or "\\n" in regex.pattern
-    return any(op == "LITERAL" and arg == 10 for op, arg in _walk_ops(parsed))
+def _has_literal_newline(pattern: str, shape: list[tuple[object, object]] | None) -> bool:
+    if shape is None:
+        return "\n" in pattern or "\\n" in pattern
+    return any(op == "LITERAL" and arg == 10 for op, arg in _walk_ops(shape))
 
 
-def _can_match_newline(regex: re.Pattern[str]) -> bool:
-    """Whether the (multiline, dotall) pattern can match a line end: ripgrep then counts
-    matches instead of lines and searches the file as a whole."""
-    parsed = _parsed(regex)
-    if parsed is None:
+def _can_match_newline(shape: list[tuple[object, object]] | None, dotall: bool) -> bool:
+    """Whether the pattern can match a line end. In multiline mode ripgrep then counts
+    matches instead of lines and searches the file as a whole; in either mode a pattern that
+    cannot is searched over the whole text at once."""
+    if shape is None:
         return True
-    for op, arg in _walk_ops(parsed):
+    ops = list(_walk_ops(shape))
+    # (?s:...) turns dotall on for part of the pattern
+    dotall = dotall or any(
+        op == "SUBPATTERN" and isinstance(arg, tuple) and arg[1] & re.DOTALL for op, arg in ops
+    )
+    for op, arg in ops:
         if op == "LITERAL" and arg == 10:
             return True
         if op == "NOT_LITERAL" and arg != 10:
             return True
-        if op == "ANY":  # dotall is on in multiline mode
+        if op == "ANY" and dotall:
             return True
         if op == "IN" and _set_has_newline(arg):
             return True
@@ -184,17 +313,20 @@ def _decode(data: bytes) -> str:
 
 
 class _Searcher:
-    def __init__(
-        self,
-        q: Query,
-        regex: re.Pattern[str],
-        newline_aware: bool,
-        prefilter: re.Pattern[str] | None,
-    ) -> None:
+    def __init__(self, q: Query, pattern: _Pattern) -> None:
         self.q = q
-        self.regex = regex
-        self.newline_aware = newline_aware
-        self.prefilter = prefilter
+        self.pattern = pattern
+        # multiline and able to match a line end: matched over the whole text, like ripgrep
+        self.newline_aware = q.multiline and pattern.spans_lines
+        self.budget = MATCH_BUDGET  # for one regex call on the text being searched
+
+    def _timeout(self, path: str) -> float:
+        """The time the next regex call may take: the rest of the search's, at most its
+        budget."""
+        left = self.q.deadline - time.monotonic()
+        if left <= 0:
+            raise _Cut(path, at_deadline=True)
+        return min(left, self.budget)
 
     def file_path(self, path: str) -> FileHits | None:
         """An explicitly named file: searched even when binary (NULs read as line ends)."""
@@ -219,20 +351,30 @@ class _Searcher:
     def text(self, path: str, text: str) -> FileHits | None:
         if not text:
             return None  # no lines, so nothing can match (not even an empty pattern)
-        if self.prefilter is not None and not self.prefilter.search(text):
-            return None
+        self.budget = MATCH_BUDGET + len(text) * _BUDGET_PER_CHAR
+        try:
+            return self._text(path, text)
+        except TimeoutError:  # raised by ``regex`` when a call runs out of its timeout
+            at_deadline = time.monotonic() >= self.q.deadline
+            raise _Cut(path, at_deadline, self.budget) from None
+
+    def _text(self, path: str, text: str) -> FileHits | None:
         mode = self.q.mode
+        whole = self.pattern.whole
         if self.newline_aware:
-            spans, count = self._multiline(text)
+            spans, count = self._multiline(path, text)
             matched = sorted(spans)
+        elif whole is not None and (self.pattern.timed or mode == "files_with_matches"):
+            # fewer calls than one per line (a timed call costs more than an ``re`` one)
+            matched = self._by_text(whole, path, text, first_only=mode == "files_with_matches")
+            count = len(matched)
         else:
+            if whole is not None and not whole.search(text):  # an untimed ``re`` call here
+                return None  # no line can match if the text as a whole does not
             lines = text.split("\n")
             if text.endswith("\n"):
                 lines.pop()
-            search = self.regex.search
-            if mode == "files_with_matches":
-                return FileHits(path) if any(search(line) for line in lines) else None
-            matched = [i for i, line in enumerate(lines) if search(line)]
+            matched = self._per_line(path, lines, first_only=mode == "files_with_matches")
             count = len(matched)
         if not matched:
             return None
@@ -245,13 +387,71 @@ class _Searcher:
             all_lines.pop()
         return FileHits(path, lines=self._with_context(matched, all_lines))
 
-    def _multiline(self, text: str) -> tuple[set[int], int]:
+    def _per_line(self, path: str, lines: list[str], first_only: bool) -> list[int]:
+        if self.pattern.timed:
+            timed_search = self.pattern.line.search
+
+            def search(line: str) -> Any:
+                return timed_search(line, timeout=self._timeout(path))
+        else:
+            search = self.pattern.line.plain_search
+        matched: list[int] = []
+        for i, line in enumerate(lines):
+            if search(line):
+                matched.append(i)
+                if first_only:
+                    break
+        return matched
+
+    def _by_text(self, whole: Any, path: str, text: str, first_only: bool) -> list[int]:
+        """Indexes of the matching lines, from the matches of ``whole`` in the whole text.
+
+        A line that matches on its own matches there too (see ``_Pattern.whole``), so no
+        matching line is passed over. A match that crosses a line end, or that look-around
+        may have found by looking past one, is checked against its line alone. A second match
+        on a line starts the search again at the next line, so a pattern that matches
+        everywhere (``.``, ``x*``) costs a step per line, not per character.
+        """
+        matched: list[int] = []
+        check_all = self.pattern.peeks
+        pos = line = 0  # ``line`` is the index of the line ``pos`` is on
+        while True:
+            for m in whole.finditer(text, pos, timeout=self._timeout(path)):
+                start = m.start()
+                if _after_last_line(start, text):
+                    return matched
+                line += text.count("\n", pos, start)
+                pos = start
+                if matched and matched[-1] == line:
+                    break
+                eol = text.find("\n", start)
+                if eol < 0:
+                    eol = len(text)
+                if check_all or m.end() > eol:
+                    alone = text[text.rfind("\n", 0, start) + 1 : eol]
+                    if self.pattern.line.search(alone, timeout=self._timeout(path)):
+                        matched.append(line)
+                    break  # the iteration may have gone past lines that match alone
+                matched.append(line)
+                if first_only:
+                    return matched
+            else:
+                return matched
+            if first_only and matched:
+                return matched
+            end = text.find("\n", pos)
+            if end < 0:
+                return matched
+            pos, line = end + 1, line + 1
+
+    def _multiline(self, path: str, text: str) -> tuple[set[int], int]:
         """Lines covered by matches over the whole text (ripgrep's line extension of a
         match) and the number of matches."""
         starts = [0] + [m.end() for m in re.finditer("\n", text)]
         covered: set[int] = set()
         count = 0
-        for m in self.regex.finditer(text):
+        # one timeout for the whole iteration (``regex`` counts it from the first step)
+        for m in self.pattern.line.finditer(text, timeout=self._timeout(path)):
             count += 1
             s, e = m.start(), m.end()
             first = bisect.bisect_right(starts, s) - 1
@@ -276,6 +476,11 @@ class _Searcher:
                     shown.append(j)
                     last = j
         return [(j + 1, j in is_match, lines[j]) for j in shown]
+
+
+def _after_last_line(pos: int, text: str) -> bool:
+    """An (empty) match after the final line end is on no line."""
+    return pos == len(text) and text.endswith("\n")
 
 
 def _open_root(q: Query, flags: int) -> int:
