@@ -162,3 +162,14 @@ def test_a_one_shot_read_imports_neither_dataclasses_nor_inspect(tmp_path: Path)
     assert imported.isdisjoint({"dataclasses", "inspect"}), sorted(
         imported & {"dataclasses", "inspect"}
     )
+
+
+def test_no_module_of_norma_uses_dataclasses() -> None:
+    # One way to define data classes: @record. A stray dataclasses import brings inspect back.
+    package = Path(__file__).resolve().parent.parent / "norma_cli"
+    users = [
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if re.search(r"^\s*(from dataclasses import|import dataclasses)", p.read_text(), re.M)
+    ]
+    assert users == []
