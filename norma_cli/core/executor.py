@@ -109,7 +109,7 @@ class Executor:
     # ------------------------------------------------------------------ one call
     def run(self, call: ToolCall) -> ToolResult:
         trail = Trail()
-        meta = CallMeta(trace_id=os.urandom(16).hex())
+        meta = CallMeta(trace_id=trace_id())
         ctx = self._context(call)
         meta.input_digest, trail.input_is_text = _digest(call.input)
         try:
@@ -604,6 +604,12 @@ class Executor:
 
 async def _await(value: Any) -> Any:
     return await value
+
+
+def trace_id() -> str:
+    """32 hex digits: the time in ns, then 64 random bits. Ids that grow with time land at the
+    end of the trace table's unique index instead of at random pages (cheaper per insert)."""
+    return f"{time.time_ns():016x}{os.urandom(8).hex()}"
 
 
 def _digest(value: Any) -> tuple[str, bool]:
