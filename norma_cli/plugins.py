@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 
 GROUP = "norma"
 
+# What a plugin's code may raise that norma turns into a clear error (or a deny). SystemExit
+# and GeneratorExit are not Exceptions: uncaught, a plugin's ``sys.exit(0)`` ended norma with
+# exit 0 and no output at all. KeyboardInterrupt stays the user's.
+FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit, GeneratorExit)
+BEHAVIORS = ("allow", "ask", "deny")
+
+# NORMA_LOAD_PLUGINS names already reported missing (a process may build several runtimes).
+_warned_missing: set[str] = set()
+
 
 @record
 class PluginInfo:
@@ -58,24 +67,28 @@ class PluginHost:
         wanted = _wanted_plugins()
         if wanted == set():
             return
-        for ep in find_entry_points(GROUP):
+        found = find_entry_points(GROUP)
+        if wanted is not None:
+            # A typo there silently ran without (say) the policy plugin the operator asked for.
+            _warn_missing(wanted - {ep.name for ep in found})
+        for ep in found:
             if wanted is not None and ep.name not in wanted:
                 continue
             if self.pm.has_plugin(ep.name):
                 continue
             try:
                 plugin = ep.load()
-            except Exception as exc:
+            except FAILURES as exc:
                 raise ConfigError(
-                    f"plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}"
+                    f"plugin {ep.name!r} ({ep.value}) failed to load: {_described(exc)}"
                 ) from None
             self.add(plugin, ep.name, version=ep.version, entry_point=ep.value)
 
     def add(self, plugin: Any, name: str, *, version: str = "", entry_point: str = "") -> None:
         try:
             self.pm.register(plugin, name=name)
-        except Exception as exc:  # pluggy validates hook names and signatures
-            raise ConfigError(f"plugin {name!r} is invalid: {exc}") from None
+        except FAILURES as exc:  # pluggy validates hook names and signatures
+            raise ConfigError(f"plugin {name!r} is invalid: {_described(exc)}") from None
         module = getattr(plugin, "__name__", type(plugin).__name__)
         hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
         self.info[name] = PluginInfo(name, version, module, hooks, entry_point)
@@ -106,11 +119,13 @@ class PluginHost:
         for impl in self._impls(hook):
             try:
                 impl.function(make_register(impl.plugin_name))
-            except ConfigError:
-                raise
-            except Exception as exc:
+            except ConfigError as exc:
+                if f"plugin {impl.plugin_name!r}" in str(exc):
+                    raise
+                raise ConfigError(f"plugin {impl.plugin_name!r}: {exc}") from None
+            except FAILURES as exc:
                 raise ConfigError(
-                    f"plugin {impl.plugin_name!r} failed in {hook}: {type(exc).__name__}: {exc}"
+                    f"plugin {impl.plugin_name!r} failed in {hook}: {_described(exc)}"
                 ) from None
 
     # ------------------------------------------------------------------ registration hooks
@@ -154,9 +169,9 @@ class PluginHost:
         for impl in self._impls("register_commands"):
             try:
                 impl.function(cli=cli)
-            except Exception as exc:
+            except FAILURES as exc:
                 raise ConfigError(
-                    f"plugin {impl.plugin_name!r} failed in register_commands: {exc}"
+                    f"plugin {impl.plugin_name!r} failed in register_commands: {_described(exc)}"
                 ) from None
 
     # ------------------------------------------------------------------ decision hooks
@@ -176,9 +191,9 @@ class PluginHost:
             try:
                 answer = impl.function(tool=tool, call=call, context=ctx)
                 verdict = _as_decision(answer, "plugin", source)
-            except Exception as exc:
+            except FAILURES as exc:
                 verdict = Decision.deny(
-                    "plugin", f"{source} raised {type(exc).__name__}: {exc} (fail closed)"
+                    "plugin", f"{source} raised {_described(exc)} (fail closed)"
                 )
             if verdict is not None and (
                 best is None or rank[verdict.behavior] > rank[best.behavior]
@@ -196,10 +211,8 @@ class PluginHost:
             try:
                 answer = impl.function(tool=tool, call=call, decision=decision, context=ctx)
                 verdict = _as_decision(answer, "plugin", source)
-            except Exception as exc:
-                return Decision.deny(
-                    "plugin", f"{source} raised {type(exc).__name__}: {exc} (fail closed)"
-                )
+            except FAILURES as exc:
+                return Decision.deny("plugin", f"{source} raised {_described(exc)} (fail closed)")
             if verdict is not None:
                 return verdict
         return None
@@ -207,21 +220,63 @@ class PluginHost:
 
 def _event_caller(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
     def call(payload: dict[str, Any]) -> Any:
-        return fn(event=payload)
+        return fn(event=payload)  # CallableHook catches even SystemExit (→ the hook's on_error)
 
     return call
 
 
+def _described(exc: BaseException) -> str:
+    """``Type: message`` of a plugin's exception, even when its ``str`` raises."""
+    try:
+        text = str(exc) if not isinstance(exc, SystemExit) else repr(exc.code)
+    except Exception:
+        text = "<unprintable>"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _as_decision(answer: Any, stage: str, source: str) -> Decision | None:
+    """A plugin's answer as a Decision; None for no opinion.
+
+    A ``Decision`` is used only when it is well formed: any other behaviour (``"maybe"``,
+    ``"sure"``) or a field of the wrong type is a deny naming the plugin (fail closed), never
+    an allow and never "no opinion". Anything else but a behaviour string raises (→ deny).
+    """
     from norma_cli.core.contract import Decision, RuleRef
 
     if answer is None:
         return None
     if isinstance(answer, Decision):
-        return answer
-    if answer in ("allow", "deny", "ask"):
-        return Decision(answer, stage, f"{answer} by {source}", rule=RuleRef(source, source))
-    raise ValueError(f"unexpected answer {answer!r}")
+        problem = _decision_problem(answer)
+        if problem is None:
+            return answer
+        return Decision.deny(
+            stage, f"{source} answered a Decision with {problem} (fail closed)",
+            rule=RuleRef(source, source),
+        )  # fmt: skip
+    if type(answer) is str and answer in BEHAVIORS:
+        return Decision(answer, stage, f"{answer} by {source}", rule=RuleRef(source, source))  # type: ignore[arg-type]
+    raise ValueError(f"unexpected answer of type {type(answer).__name__}")
+
+
+def _decision_problem(d: Decision) -> str | None:
+    from norma_cli.core.contract import RuleRef
+
+    # ``type(...) is str``: a str subclass may answer == "allow" to anything.
+    if type(d.behavior) is not str or d.behavior not in BEHAVIORS:
+        return f"an unknown behaviour {d.behavior!r}" if type(d.behavior) is str else (
+            f"a behaviour of type {type(d.behavior).__name__}"
+        )  # fmt: skip
+    if type(d.stage) is not str or type(d.reason) is not str:
+        return "a stage or reason that is not a string"
+    if d.rule is not None and not isinstance(d.rule, RuleRef):
+        return "a rule that is not a RuleRef"
+    if d.updated_input is not None and not isinstance(d.updated_input, dict):
+        return "an updated_input that is not an object"
+    if not isinstance(d.subcommands, list) or (
+        d.pending_id is not None and type(d.pending_id) is not str
+    ):
+        return "malformed subcommands or pending_id"
+    return None
 
 
 @record(frozen=True)
@@ -305,6 +360,17 @@ def _section(text: str, group: str) -> list[tuple[str, str]]:
             name, _, value = line.partition("=")
             out.append((name.strip(), value.strip()))
     return out
+
+
+def _warn_missing(names: set[str]) -> None:
+    import sys
+
+    for name in sorted(names - _warned_missing):
+        _warned_missing.add(name)
+        sys.stderr.write(
+            f"norma: warning: NORMA_LOAD_PLUGINS names {name!r}, but no installed plugin has"
+            f" that name (entry point group {GROUP!r}); running without it\n"
+        )
 
 
 def _wanted_plugins() -> set[str] | None:

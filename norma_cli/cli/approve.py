@@ -72,6 +72,10 @@ def approve(app: Any, *, approval_id: str | None, deny: bool, reason: str | None
     from norma_cli.errors import UsageError
     from norma_cli.store.approvals import decider_name
 
+    if approval_id is not None and not approval_id.strip():
+        # Before the store opens: an empty ID (say `norma approve "$ID"` with ID unset) is a
+        # prefix of every id and must approve nothing.
+        raise UsageError("the approval ID is empty (see `norma approve --list`)")
     approvals = _approvals(app)
     if list_:
         if approval_id or deny or reason:

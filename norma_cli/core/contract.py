@@ -84,11 +84,53 @@ class ContentBlock:
         if self.type == "text":
             return {"type": "text", "text": self.text}
         if self.type == "json":
-            return {"type": "json", "json": self.data}
+            return {"type": "json", "json": finite_json(self.data)}
         return {
             "type": "image",
             "source": {"type": "base64", "media_type": self.media_type, "data": self.data},
         }
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN / Infinity float replaced by the string ``"NaN"``,
+    ``"Infinity"`` or ``"-Infinity"``.
+
+    JSON has no such numbers: Python writes a bare ``NaN`` that strict parsers (and every
+    other language) refuse, so one float would make a whole result line unreadable. A string
+    rather than null keeps what the tool returned visible and is never mistaken for a real
+    None. ``value`` itself comes back when nothing needed replacing (the common case copies
+    nothing); data nested too deep to walk is left as it is, for the encoder to judge.
+    """
+    try:
+        return _finite(value)
+    except RecursionError:
+        return value
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        if value - value == 0.0:  # finite (inf - inf and nan - nan are nan)
+            return value
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        copy: dict[Any, Any] | None = None
+        for key, item in value.items():
+            new = _finite(item)
+            if new is not item:
+                if copy is None:
+                    copy = dict(value)
+                copy[key] = new
+        return value if copy is None else copy
+    if isinstance(value, (list, tuple)):
+        items: list[Any] | None = None
+        for i, item in enumerate(value):
+            new = _finite(item)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[i] = new
+        return value if items is None else items
+    return value
 
 
 @record

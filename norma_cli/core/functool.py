@@ -9,7 +9,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin
 
-from norma_cli.core.contract import CallContext, ContentBlock, Tool, ToolOutput
+from norma_cli.core.contract import CallContext, ContentBlock, Tool, ToolOutput, finite_json
 
 _SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -87,7 +87,7 @@ class FunctionTool(Tool):
                 self._wants_ctx = pname
                 continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise TypeError(f"{self.name}: *args/**kwargs cannot become a tool schema")
+                raise TypeError("*args/**kwargs cannot become a tool schema")
             prop = annotation_schema(hints.get(pname, inspect.Parameter.empty))
             if pname in pdocs:
                 prop["description"] = pdocs[pname]
@@ -104,9 +104,12 @@ class FunctionTool(Tool):
         if required:
             schema["required"] = required
         self.input_schema = schema
+        from norma_cli.core.registry import metadata_problem
+
         for key, value in meta.items():
-            if not hasattr(Tool, key):
-                raise TypeError(f"unknown tool metadata {key!r}")
+            problem = metadata_problem(key, value)  # read_only="no" must not read as true
+            if problem is not None:
+                raise TypeError(problem)  # the registry names the tool and its plugin
             setattr(self, key, value)
         self._is_async = inspect.iscoroutinefunction(fn)
 
@@ -130,4 +133,5 @@ def to_output(value: Any) -> ToolOutput:
         return ToolOutput.text(value)
     if value is None:
         return ToolOutput.text("")
-    return ToolOutput([ContentBlock("json", data=value)])
+    # NaN / Infinity become strings here, so hooks, traces and the printed line all see JSON.
+    return ToolOutput([ContentBlock("json", data=finite_json(value))])

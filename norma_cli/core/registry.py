@@ -8,7 +8,50 @@ from typing import Any
 
 from norma_cli.core.contract import TOOL_NAME_RE, Tool
 from norma_cli.core.record import record
-from norma_cli.errors import NormaError
+from norma_cli.errors import ConfigError
+
+# Metadata a registration may set, and the flags among them that must be real booleans: a
+# truthy string such as ``read_only="no"`` would otherwise open the read-only fast path.
+FLAGS = (
+    "read_only",
+    "concurrency_safe",
+    "requires_approval",
+    "raw_input",
+    "destructive",
+    "edits_files",
+    "deferred",
+)
+METADATA = frozenset({"description", "prompt", "input_schema", "timeout", *FLAGS})
+
+
+class InvalidTool(ConfigError, TypeError):
+    """A tool definition norma cannot use (exit 2). Also a ``TypeError``: it is one, and
+    callers of ``register`` have long caught that for a bad function signature."""
+
+
+def metadata_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the tool metadata ``key`` (None: it can)."""
+    if key not in METADATA:
+        return f"unknown tool metadata {key!r}"
+    if key in FLAGS and not isinstance(value, bool):
+        return f"{key} must be true or false, got {type(value).__name__} {_shown(value)}"
+    # A dict that is not a valid schema is refused at call time (the executor fails closed);
+    # anything else has no keys to compile and crashed every consumer of the definition.
+    if key == "input_schema" and not isinstance(value, dict):
+        return f"input_schema must be a JSON Schema object (a dict), got {type(value).__name__}"
+    if key == "timeout" and value is not None:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not 0 < value < float("inf"):
+            return f"timeout must be a positive number of seconds or None, got {_shown(value)}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a plugin's object whose repr raises still gets a one-line error
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:80] + "…"
 
 
 @record(frozen=True)
@@ -53,15 +96,28 @@ class ToolRegistry:
             if name:
                 tool.name = name
             for key, value in meta.items():
+                if key not in METADATA:
+                    raise InvalidTool(
+                        f"plugin {plugin!r}: tool {tool.name!r}: unknown tool metadata {key!r}"
+                    )
                 setattr(tool, key, value)
         elif callable(tool_or_function):
             from norma_cli.core.functool import FunctionTool
 
-            tool = FunctionTool(tool_or_function, name=name, **meta)
+            try:
+                tool = FunctionTool(tool_or_function, name=name, **meta)
+            except (TypeError, ValueError, NameError) as exc:  # NameError: an unresolvable hint
+                shown = name or getattr(tool_or_function, "__name__", repr(tool_or_function))
+                raise InvalidTool(f"plugin {plugin!r}: tool {shown!r}: {exc}") from None
         else:
-            raise NormaError(f"cannot register {tool_or_function!r} as a tool")
-        if not TOOL_NAME_RE.match(tool.name or ""):
-            raise NormaError(f"invalid tool name {tool.name!r} from plugin {plugin}")
+            raise InvalidTool(f"plugin {plugin!r}: cannot register {tool_or_function!r} as a tool")
+        if not isinstance(tool.name, str) or not TOOL_NAME_RE.match(tool.name):
+            raise InvalidTool(f"invalid tool name {tool.name!r} from plugin {plugin!r}")
+        # Class attributes count too: a Tool subclass may set them without any **meta.
+        for key in sorted(METADATA):
+            problem = metadata_problem(key, getattr(tool, key, None))
+            if problem is not None:
+                raise InvalidTool(f"plugin {plugin!r}: tool {tool.name!r}: {problem}")
         tool.plugin = plugin
         with self._lock:
             old = self._tools.get(tool.name)

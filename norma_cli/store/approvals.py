@@ -25,12 +25,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.record import fields, record
-from norma_cli.errors import NormaError, StoreError
+from norma_cli.errors import NormaError, StoreError, UsageError
 
 if TYPE_CHECKING:
     from norma_cli.store.sqlite import Store
 
 STATUSES = ("pending", "approved", "denied", "expired", "cancelled")
+# The shortest id prefix that names a request: a one- or two-character slip must not match
+# (and decide) whichever request happens to start with it.
+MIN_PREFIX = 4
 
 
 class ApprovalError(NormaError):
@@ -209,10 +212,19 @@ class Approvals:
         return self.get(approval.id)
 
     def resolve(self, key: str) -> Approval:
-        """An approval by id or by a unique prefix of it."""
+        """An approval by id or by a unique prefix of it at least ``MIN_PREFIX`` long."""
+        if not key.strip():
+            # "" is a prefix of every id: `norma approve "$ID"` with ID unset decided the
+            # only pending request.
+            raise UsageError("the approval ID is empty (see `norma approve --list`)")
         exact = self.store.query(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (key,))
         if exact:
             return Approval.from_row(exact[0])
+        if len(key) < MIN_PREFIX:
+            raise UsageError(
+                f"approval ID {key!r} is too short: give the full ID or at least its first"
+                f" {MIN_PREFIX} characters (see `norma approve --list`)"
+            )
         escaped = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         rows = self.store.query(
             f"SELECT {_COLUMNS} FROM approvals WHERE id LIKE ? ESCAPE '\\'", (escaped + "%",)

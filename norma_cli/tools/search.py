@@ -49,6 +49,7 @@ from urllib.parse import quote
 from norma_cli.core.contract import CallContext, Tool, ToolOutput
 from norma_cli.core.record import record
 from norma_cli.errors import ConfigError, NormaError
+from norma_cli.plugins import FAILURES
 
 if TYPE_CHECKING:
     from norma_cli.net.client import WebClient
@@ -256,7 +257,7 @@ def search_backends(plugins: Any) -> dict[str, Backend]:
             impl.function(register=register)
         except ConfigError:
             raise
-        except Exception as exc:
+        except FAILURES as exc:  # SystemExit too: a plugin never ends norma silently
             raise ConfigError(
                 f"plugin {plugin!r} failed in register_search_backends: {type(exc).__name__}: {exc}"
             ) from None

@@ -26,6 +26,7 @@ from typing import Any
 
 from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput, object_schema
 from norma_cli.errors import NormaError
+from norma_cli.plugins import FAILURES
 
 STATUSES = ("pending", "in_progress", "completed")
 MAX_TODOS = 100
@@ -216,7 +217,7 @@ class AskUserTool(Tool):
         if plugins is not None and plugins.has("ask_user"):
             try:
                 answer = plugins.pm.hook.ask_user(question=question, options=options, context=ctx)
-            except Exception as exc:
+            except FAILURES as exc:  # SystemExit too: a plugin never ends norma silently
                 return ToolOutput.error(
                     f"AskUser: the ask_user plugin failed: {type(exc).__name__}: {exc}"
                 )
