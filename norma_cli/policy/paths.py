@@ -9,7 +9,8 @@ Pattern anchors (the part of a rule like ``Read(./src/**)`` inside the parenthes
   (Claude Code reads it as relative to the settings file; norma has one working root instead);
 * ``*.env``, ``id_rsa`` — a pattern without a slash matches that name at any depth, anywhere.
 
-Glob syntax: ``*`` and ``?`` never cross ``/``, ``**`` does, ``[a-z]`` classes, ``\\`` escapes.
+Glob syntax (``core/globs.RULE_PATH``): ``*`` and ``?`` never cross ``/``, ``**`` does,
+``[a-z]`` classes (never matching ``/``), ``\\`` escapes, no braces.
 A pattern that matches a directory also matches everything below it (as in gitignore), and
 ``dir/**`` matches ``dir`` itself too, so listing a protected folder is covered. A trailing
 ``/`` is accepted and ignored. ``..`` is not allowed inside a pattern.
@@ -64,7 +65,12 @@ class PathPattern:
         rest = rest.rstrip("/") if rest not in ("", "/") else ""
         if ".." in rest.split("/"):
             raise ValueError(f"path pattern {pat!r}: '..' is not allowed; spell the path with //")
-        body = _glob_to_regex(rest) if rest else ""
+        if rest:
+            from norma_cli.core.globs import RULE_PATH, glob_to_regex  # lazy: start-up budget
+
+            body = glob_to_regex(rest, RULE_PATH)
+        else:
+            body = ""
         if anchor == "anywhere":
             body = "(?:.*/)?" + body
         if not body:
@@ -73,7 +79,11 @@ class PathPattern:
             regex = body
         else:
             regex = body + "(?:/.*)?"
-        return cls(pat, anchor, re.compile(regex, re.S))
+        try:
+            compiled = re.compile(regex, re.S)
+        except re.error as e:  # '[z-a]', '[!]]': a one-line config error, not a crash
+            raise ValueError(f"path pattern {pat!r}: {e.msg}") from None
+        return cls(pat, anchor, compiled)
 
     def matches(self, path: str, ctx: CallContext) -> bool:
         """Does this pattern cover the absolute, normalised ``path``?"""
@@ -128,38 +138,3 @@ def _relative_to(path: str, base: str) -> str | None:
     if path.startswith(base) and path[len(base)] == "/":
         return path[len(base) + 1 :]
     return None
-
-
-def _glob_to_regex(pat: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pat)
-    while i < n:
-        c = pat[i]
-        if pat.startswith("**/", i) and (i == 0 or pat[i - 1] == "/"):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pat.startswith("/**", i) and i + 3 == n:
-            out.append("(?:/.*)?")
-            i += 3
-        elif pat.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[" and (close := pat.find("]", i + 2)) != -1:
-            body = pat[i + 1 : close]
-            neg = body[:1] in ("!", "^")
-            body = (body[1:] if neg else body).replace("\\", "\\\\").replace("[", "\\[")
-            out.append(f"(?!/)[{'^' if neg else ''}{body}]")
-            i = close + 1
-        elif c == "\\" and i + 1 < n:
-            out.append(re.escape(pat[i + 1]))
-            i += 2
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)

@@ -295,29 +295,20 @@ def _sequence(body: str) -> list[str] | None:
 
 @functools.lru_cache(maxsize=512)
 def glob_regex(escaped: str) -> re.Pattern[str]:
-    """Regex for a ``GlobWord`` (bash pattern syntax, escapes honoured)."""
-    out: list[str] = []
-    i, n = 0, len(escaped)
-    while i < n:
-        c = escaped[i]
-        if c == "\\" and i + 1 < n:
-            out.append(re.escape(escaped[i + 1]))
-            i += 2
-        elif c == "*":
-            out.append(".*")
-            i += 1
-        elif c == "?":
-            out.append(".")
-            i += 1
-        elif c == "[" and (close := escaped.find("]", i + 2)) != -1:
-            body = escaped[i + 1 : close]
-            neg = body[:1] in ("!", "^")
-            body = body[1:] if neg else body
-            out.append(
-                "[" + ("^" if neg else "") + body.replace("\\", "\\\\").replace("[", "\\[") + "]"
-            )
-            i = close + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out), re.S)
+    """Regex for a ``GlobWord``: every name bash could expand it to (and perhaps more).
+
+    Only deny and ask rules use it, so it may match too much but never too little. The word
+    is read twice: as norma always read it (``SHELL_WORD``) and with bash's own bracket
+    rules (``BASH_WORD``: a quoted ``\\]`` or a ``[:alpha:]`` inside ``[...]``), and a name
+    either reading accepts counts: with a file ``-rf`` in the directory, ``rm -r[f\\]]``
+    and ``rm -r[[:alpha:]]`` run ``rm -rf``, and a ``Bash(rm -rf:*)`` deny must see that.
+    A word the first reading cannot compile still raises ``re.error`` (the check fails).
+    """
+    from norma_cli.core.globs import BASH_WORD, SHELL_WORD, glob_to_regex  # lazy: rarely needed
+
+    usual = glob_to_regex(escaped, SHELL_WORD)
+    regex = re.compile(usual, re.S)
+    exact = glob_to_regex(escaped, BASH_WORD)
+    if exact == usual:
+        return regex
+    return re.compile(f"(?:{usual})|(?:{exact})", re.S)

@@ -721,80 +721,12 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     within one path segment (dotfiles included); ``**`` as a whole segment matches zero or
     more directories.
     """
-    segments = pattern.split("/")
-    out: list[str] = []
-    for i, seg in enumerate(segments):
-        last = i == len(segments) - 1
-        if seg == "**":
-            out.append(".*" if last else "(?:[^/]+/)*")
-        else:
-            out.append(_segment(seg) + ("" if last else "/"))
-    return re.compile("".join(out), re.DOTALL)
+    from norma_cli.core.globs import GLOB_TOOL, glob_to_regex  # only Glob pays the import
 
-
-def _segment(seg: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(seg):
-        c = seg[i]
-        if c == "*":
-            while i + 1 < len(seg) and seg[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = seg.find("]", i + 2 if seg[i + 1 : i + 2] in ("!", "^") else i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = seg[i + 1 : j]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:].replace("\\", "\\\\")
-                else:
-                    body = body.replace("\\", "\\\\")
-                out.append(f"[{body}]")
-                i = j
-        elif c == "{":
-            j = _closing_brace(seg, i)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                alternatives = _split_top(seg[i + 1 : j])
-                out.append("(?:" + "|".join(_segment(a) for a in alternatives) + ")")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def _closing_brace(seg: str, start: int) -> int:
-    depth = 0
-    for j in range(start, len(seg)):
-        if seg[j] == "{":
-            depth += 1
-        elif seg[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return -1
-
-
-def _split_top(body: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for c in body:
-        if c == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-            continue
-        depth += c == "{"
-        depth -= c == "}"
-        cur.append(c)
-    parts.append("".join(cur))
-    return parts
+    try:
+        return re.compile(glob_to_regex(pattern, GLOB_TOOL), re.DOTALL)
+    except re.error as e:  # '[z-a]': the model gets a plain tool error
+        raise FileToolError(f"invalid glob pattern {pattern!r}: {e.msg}") from None
 
 
 def split_glob(path: str, pattern: str) -> tuple[str, str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from norma_cli.core.globs import GITIGNORE, glob_to_regex, segment_to_regex
 from norma_cli.core.record import record
 
 
@@ -87,117 +88,12 @@ def parse_line(line: str) -> GlobRule | None:
 
 def glob_regex(pattern: str) -> str:
     """A regex (for ``fullmatch``) equivalent to a '/'-separated glob with literal separators."""
-    segments = pattern.split("/")
-    out: list[str] = []
-    last = len(segments) - 1
-    for i, seg in enumerate(segments):
-        if seg == "**":
-            out.append(".*" if i == last else "(?:.*/)?")
-        else:
-            out.append(segment_regex(seg) + ("" if i == last else "/"))
-    return "".join(out)
+    return glob_to_regex(pattern, GITIGNORE)
 
 
 def segment_regex(seg: str) -> str:
     """Regex for one path segment: ``*``, ``?``, classes, ``{a,b}``, backslash escapes."""
-    out: list[str] = []
-    i = 0
-    n = len(seg)
-    while i < n:
-        c = seg[i]
-        if c == "\\" and i + 1 < n:
-            out.append(re.escape(seg[i + 1]))
-            i += 2
-            continue
-        if c == "*":
-            while i + 1 < n and seg[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end, cls = _char_class(seg, i)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                out.append(cls)
-                i = end
-        elif c == "{":
-            end = _closing_brace(seg, i)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                alts = _split_alternatives(seg[i + 1 : end])
-                out.append("(?:" + "|".join(segment_regex(a) for a in alts) + ")")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def _char_class(seg: str, start: int) -> tuple[int, str]:
-    i = start + 1
-    negated = i < len(seg) and seg[i] in "!^"
-    if negated:
-        i += 1
-    body: list[str] = []
-    first = True
-    while i < len(seg):
-        c = seg[i]
-        if c == "]" and not first:
-            head = "[^/" if negated else "["
-            return i, head + "".join(body) + "]"
-        if c == "\\" and i + 1 < len(seg):
-            body.append(re.escape(seg[i + 1]))
-            i += 2
-            first = False
-            continue
-        body.append("-" if c == "-" else re.escape(c))
-        first = False
-        i += 1
-    return -1, ""
-
-
-def _closing_brace(seg: str, start: int) -> int:
-    depth = 0
-    i = start
-    while i < len(seg):
-        c = seg[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
-
-
-def _split_alternatives(body: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            cur.append(body[i : i + 2])
-            i += 2
-            continue
-        if c == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            depth += c == "{"
-            depth -= c == "}"
-            cur.append(c)
-        i += 1
-    parts.append("".join(cur))
-    return parts
+    return segment_to_regex(seg, GITIGNORE)
 
 
 __all__ = ["GlobList", "GlobRule", "glob_regex", "parse_line", "segment_regex"]
