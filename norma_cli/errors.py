@@ -30,3 +30,13 @@ class StoreError(NormaError):
     """The store cannot be opened or written."""
 
     exit_code = 1
+
+
+class Interrupted(SystemExit):
+    """SIGTERM/SIGHUP: leave through the normal close path, exiting 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(128 + signum)
+        self.signal_name = signal.Signals(signum).name

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from norma_cli.core.modes import MODES
 from norma_cli.core.record import field, record
+from norma_cli.errors import Interrupted
 
 if TYPE_CHECKING:
     from norma_cli.core.contract import ToolCall, ToolResult
@@ -140,16 +141,6 @@ def finish(app: App, body: Any) -> int:
         raise
     app.close("exit")
     return code
-
-
-class Interrupted(SystemExit):
-    """SIGTERM/SIGHUP: leave through the normal close path, exiting 128 + the signal number."""
-
-    def __init__(self, signum: int) -> None:
-        import signal
-
-        super().__init__(128 + signum)
-        self.signal_name = signal.Signals(signum).name
 
 
 def trap_signals(session: Any) -> None:

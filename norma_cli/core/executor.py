@@ -36,7 +36,7 @@ from norma_cli.core.permission import PermissionEngine
 from norma_cli.core.record import field, record
 from norma_cli.core.registry import ToolRegistry
 from norma_cli.core.schema import InvalidSchema, SchemaCache, SchemaIssue
-from norma_cli.errors import NormaError
+from norma_cli.errors import Interrupted, NormaError
 from norma_cli.store.sqlite import Store, TraceRecord
 
 if TYPE_CHECKING:
@@ -115,12 +115,11 @@ class Executor:
         try:
             output = self._pipeline(call, ctx, meta, trail)
         except Exception as exc:  # a bug in norma or a plugin: still one paired result
-            trail.add("failed", by="norma", error=f"{type(exc).__name__}: {exc}")
-            meta.status = "error"
-            output = ToolOutput.error(
-                f"internal error while running {call.name}: {type(exc).__name__}: {exc}"
-            )
+            output = _internal_error(call, meta, trail, exc)
         except BaseException as exc:  # SIGTERM / Ctrl-C: the call still leaves its trace
+            if not interrupted(exc):  # a plugin's SystemExit / GeneratorExit: not a way out
+                output = _internal_error(call, meta, trail, exc)
+                return self._finish(call, meta, trail, output)
             last = trail.events[-1] if trail.events else {}
             if last.get("state") == "denied":  # a cancelled approval wait recorded its denial
                 meta.status, meta.decision, meta.reason = "denied", "deny", last.get("reason", "")
@@ -131,6 +130,11 @@ class Executor:
             meta.duration_ms = (time.perf_counter() - trail.started) * 1000
             self._record(call, meta, trail)
             raise
+        return self._finish(call, meta, trail, output)
+
+    def _finish(
+        self, call: ToolCall, meta: CallMeta, trail: Trail, output: ToolOutput
+    ) -> ToolResult:
         meta.duration_ms = (time.perf_counter() - trail.started) * 1000
         spill = output.metadata.get(SPILL)
         meta.spill = spill
@@ -201,6 +205,11 @@ class Executor:
             decision = self.engine.evaluate(tool, tool_input, ctx)
         except NormaError as exc:  # input no rule can judge (a NUL in a path): refused
             decision = Decision.deny("input", str(exc))
+        except BaseException as exc:  # only extension code raises these: it said deny
+            if isinstance(exc, Exception) or interrupted(exc):
+                raise
+            decision = Decision.deny("permission", _raised("the permission check", exc))
+        decision = known(decision, "permission")
         trail.add(
             "permission",
             by=decision.stage,
@@ -224,7 +233,8 @@ class Executor:
         else:
             tool, _, tool_input, decision = admitted
             if self.guard is not None and decision.behavior == "allow":
-                decision = self.guard.preview(tool, tool_input, self._context(call)) or decision
+                preview = self.guard.preview(tool, tool_input, self._context(call))
+                decision = decision if preview is None else known(preview, "intercept")
             self._set_decision(meta, decision)
             meta.status = {"ask": "pending", "deny": "denied"}.get(decision.behavior, "allowed")
             output = ToolOutput.text(f"dry run: {decision.behavior} ({decision.reason})")
@@ -253,11 +263,13 @@ class Executor:
                 )
             if pre.ask and decision.behavior == "allow":
                 decision = Decision.ask(
-                    "hook", pre.reason, rule=RuleRef(pre.hook or "hook", pre.source or "hook")
+                    "hook",
+                    hook_text(pre.reason),
+                    rule=RuleRef(pre.hook or "hook", pre.source or "hook"),
                 )
             if pre.updated_input is not None:
                 final_input = pre.updated_input
-            extra_context = pre.additional_context
+            extra_context = [hook_text(text) for text in pre.additional_context]
         else:
             extra_context = []
 
@@ -272,7 +284,7 @@ class Executor:
                 if issues:
                     reason = "rewritten input is invalid: " + "; ".join(map(str, issues))
                     return self._denied(meta, trail, Decision.deny("revalidate", reason))
-            again = self.engine.evaluate(tool, final_input, ctx)
+            again = known(self.engine.evaluate(tool, final_input, ctx), "revalidate")
             trail.add(
                 "revalidated",
                 by=again.stage,
@@ -303,9 +315,17 @@ class Executor:
                         "mode", f"{ctx.mode} mode never asks: {asked.reason}", rule=asked.rule
                     ),
                 )
-            decision = self.resolve_ask(
-                tool, ToolCall(call.id, call.name, final_input, call.dialect), asked, ctx
-            )
+            try:
+                decision = known(
+                    self.resolve_ask(
+                        tool, ToolCall(call.id, call.name, final_input, call.dialect), asked, ctx
+                    ),
+                    "ask",
+                )
+            except BaseException as exc:  # nobody gave an answer: no
+                if interrupted(exc):  # the run ends; a cancelled wait recorded its denial
+                    raise
+                decision = Decision.deny("ask", _raised("resolving the ask", exc), rule=asked.rule)
             if decision.behavior == "ask":  # still pending (approval queue, --no-wait)
                 meta.pending_id = decision.pending_id
                 meta.status = "pending"
@@ -316,10 +336,10 @@ class Executor:
                 "resolved",
                 by=decision.stage,
                 decision=decision.behavior,
-                reason=decision.reason,
+                reason=hook_text(decision.reason),
                 pending_id=decision.pending_id,
             )
-            if decision.behavior == "deny":
+            if decision.behavior != "allow":  # fail closed: only an exact allow runs the call
                 return self._denied(meta, trail, decision)
             if decision.rule is None and asked.rule is not None:
                 decision.rule = asked.rule
@@ -332,14 +352,15 @@ class Executor:
             verdict = self.guard.check(
                 tool, final_input, ctx, trail, permission=decision, trace_id=meta.trace_id
             )
-            if verdict.decision.behavior == "deny":
-                return self._denied(meta, trail, verdict.decision, by=verdict.by, **verdict.detail)
-            if verdict.decision.behavior == "ask":  # left pending (--no-wait)
-                meta.pending_id = verdict.decision.pending_id
+            verdict_decision = known(verdict.decision, "intercept")
+            if verdict_decision.behavior == "deny":
+                return self._denied(meta, trail, verdict_decision, by=verdict.by, **verdict.detail)
+            if verdict_decision.behavior == "ask":  # left pending (--no-wait)
+                meta.pending_id = verdict_decision.pending_id
                 meta.status = "pending"
-                self._set_decision(meta, verdict.decision)
+                self._set_decision(meta, verdict_decision)
                 return ToolOutput.error(
-                    f"pending approval {meta.pending_id}: {verdict.decision.reason}"
+                    f"pending approval {meta.pending_id}: {verdict_decision.reason}"
                 )
             executing_by, executing_detail = verdict.by, verdict.detail
 
@@ -364,9 +385,9 @@ class Executor:
             for outcome in self.hooks.run(event, payload, tool.name):
                 trail.add("hook", **outcome.to_event())
                 if outcome.additional_context:
-                    extra_context.append(outcome.additional_context)
+                    extra_context.append(hook_text(outcome.additional_context))
                 if outcome.blocked and outcome.reason:
-                    extra_context.append(outcome.reason)
+                    extra_context.append(hook_text(outcome.reason))
         if extra_context:
             output.extra_messages.extend(
                 {"role": "user", "content": text, "source": "hook"} for text in extra_context
@@ -385,24 +406,39 @@ class Executor:
     def _call(
         self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, trail: Trail
     ) -> ToolOutput:
+        # The rule of Tool.timeout: None means the tool bounds itself (every built-in: Bash
+        # enforces its command's timeout, the task tools their waits), so it is called right
+        # here at no cost; a number is the executor's to enforce, on an async tool through the
+        # event loop and on a sync one through a worker thread (``_call_bounded``).
+        timeout = tool.timeout
         try:
-            value = tool.call(tool_input, ctx)
+            if timeout is not None and not 0 < timeout < 1e9:  # also refuses NaN and "5"
+                raise ValueError(f"timeout {timeout!r} is not a number of seconds")
+            if timeout is None:
+                value = tool.call(tool_input, ctx)
+            else:
+                value = _call_bounded(tool, tool_input, ctx, timeout)
             if isinstance(value, Awaitable):  # an async tool (inspect would cost its import)
-                value = aioloop.run(_await(value), tool.timeout)
+                try:
+                    value = aioloop.run(_await(value), timeout)
+                except TimeoutError:
+                    if timeout is None:  # the tool's own error: it has no deadline here
+                        raise
+                    raise _Expired from None
             if not isinstance(value, ToolOutput):
                 from norma_cli.core.functool import to_output
 
                 value = to_output(value)
             return value
-        except TimeoutError:
-            trail.add("timeout", by=tool.name, seconds=tool.timeout)
-            return self._failure(
-                tool, tool_input, ctx, f"{tool.name} timed out after {tool.timeout:g}s"
-            )
+        except _Expired:
+            trail.add("timeout", by=tool.name, seconds=timeout)
+            return self._failure(tool, tool_input, ctx, f"{tool.name} timed out after {timeout:g}s")
         except Exception as exc:
-            return self._failure(
-                tool, tool_input, ctx, f"{tool.name} failed: {type(exc).__name__}: {exc}"
-            )
+            return self._failure(tool, tool_input, ctx, f"{tool.name} failed: {describe(exc)}")
+        except BaseException as exc:  # SystemExit, GeneratorExit: the tool failed, norma goes on
+            if interrupted(exc):
+                raise
+            return self._failure(tool, tool_input, ctx, f"{tool.name} failed: {describe(exc)}")
 
     def _failure(
         self, tool: Tool, tool_input: dict[str, Any], ctx: CallContext, message: str
@@ -554,6 +590,12 @@ class Executor:
     def _denied(
         self, meta: CallMeta, trail: Trail, decision: Decision, by: str | None = None, **detail: Any
     ) -> ToolOutput:
+        if not isinstance(decision.reason, str) or len(decision.reason) > HOOK_TEXT_MAX:
+            # a hook's or plugin's 60 MB reason; a copy, as the plugin may reuse its Decision
+            decision = Decision(
+                "deny", decision.stage, hook_text(decision.reason), rule=decision.rule,
+                pending_id=decision.pending_id,
+            )  # fmt: skip
         self._set_decision(meta, decision)
         meta.status = "denied"
         meta.pending_id = decision.pending_id
@@ -604,6 +646,112 @@ class Executor:
 
 async def _await(value: Any) -> Any:
     return await value
+
+
+class _Expired(Exception):
+    """The executor's own deadline for a call passed (not a TimeoutError the tool raised)."""
+
+
+def _call_bounded(tool: Tool, tool_input: dict[str, Any], ctx: CallContext, timeout: float) -> Any:
+    """``tool.call`` under the tool's ``timeout``; raises ``_Expired`` when it runs past it.
+
+    A sync call runs on a daemon thread joined with the timeout (as ``CallableHook`` runs an
+    in-process hook): a thread cannot be killed, so a call that never returns is abandoned
+    and dies with the process, but the caller gets its result on time. An async tool needs no
+    thread: calling it only makes the coroutine, which the event loop bounds.
+    """
+    import inspect
+
+    if inspect.iscoroutinefunction(tool.call):
+        return tool.call(tool_input, ctx)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = tool.call(tool_input, ctx)
+        except BaseException as exc:  # handed to the caller, which decides what it means
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"norma-tool-{tool.name}", daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise _Expired
+    if "error" in box:
+        raise box["error"]
+    value = box.get("value")
+    if isinstance(value, Awaitable):  # a sync call that returned an awaitable: what is left
+        try:
+            return aioloop.run(_await(value), max(0.0, timeout - (time.monotonic() - started)))
+        except TimeoutError:
+            raise _Expired from None
+    return value
+
+
+HOOK_TEXT_MAX = 10_000  # characters of one hook text (reason, context) kept for the model
+
+
+def hook_text(text: Any) -> str:
+    """A hook's (or plugin's) text for the result or the model, at most HOOK_TEXT_MAX
+    characters plus a marker: hooks are not bound by the output cap, and a 60 MB reason
+    must not become a 60 MB result or prompt."""
+    if not isinstance(text, str):
+        try:
+            text = str(text)
+        except Exception:
+            text = f"<unprintable {type(text).__name__}>"
+    if len(text) <= HOOK_TEXT_MAX:
+        return text
+    return f"{text[:HOOK_TEXT_MAX]}\n[... {len(text) - HOOK_TEXT_MAX} more characters cut by norma]"
+
+
+_BEHAVIORS = ("allow", "deny", "ask")
+
+
+def known(decision: Any, stage: str) -> Decision:
+    """``decision`` when it is a Decision with a known behaviour, else a deny: a verdict
+    norma cannot read (``Decision("sure")``, None, a string) never lets a call run."""
+    if isinstance(decision, Decision) and decision.behavior in _BEHAVIORS:
+        return decision
+    what = getattr(decision, "behavior", decision)
+    try:
+        shown = repr(what)[:100]
+    except Exception:
+        shown = f"<{type(what).__name__}>"
+    rule = getattr(decision, "rule", None)
+    return Decision.deny(
+        stage,
+        f"unreadable {stage} decision {shown}; denied (fail closed)",
+        rule=rule if isinstance(rule, RuleRef) else None,
+    )
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Ctrl-C, or norma's own SIGTERM/SIGHUP exception: these end the run. Anything else
+    that is no Exception (a tool's or plugin's SystemExit, GeneratorExit) is its failure."""
+    return isinstance(exc, KeyboardInterrupt | Interrupted)
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an extension's exception, bounded, even when its str() raises."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<unprintable>"
+    return hook_text(f"{type(exc).__name__}: {message}")
+
+
+def _raised(what: str, exc: BaseException) -> str:
+    return f"{what} raised {describe(exc)}; denied (fail closed)"
+
+
+def _internal_error(call: ToolCall, meta: CallMeta, trail: Trail, exc: BaseException) -> ToolOutput:
+    """A bug in norma or an extension: still one paired result, with its trace."""
+    error = describe(exc)
+    trail.add("failed", by="norma", error=error)
+    meta.status = "error"
+    return ToolOutput.error(f"internal error while running {call.name}: {error}")
 
 
 def trace_id() -> str:
