@@ -169,10 +169,20 @@ HOOK_EVENTS = (
     "SubagentStart",
 )
 
+
+class Command(Spec):
+    """A hook's shell command: an empty one runs nothing, exits 0 and so allows every call."""
+
+    def check(self, value: Any, path: str, fail: Fail) -> None:
+        STR.check(value, path, fail)
+        if not value.strip():
+            fail(path, "must not be empty")
+
+
 HOOK = Table(
     {
         "matcher": Regex(),
-        "command": STR,
+        "command": Command(),
         "timeout": NUM,
         "on_error": Scalar(str, "an on_error action", ("block", "ignore")),
     },

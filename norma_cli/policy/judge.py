@@ -191,37 +191,73 @@ class HttpJudge:
     def _post(
         self, body: bytes, headers: dict[str, str]
     ) -> tuple[int | None, bytes | None, str | None, float]:
-        import httpx
+        """POST within ``timeout_s`` overall. httpx's timeouts bound each read, not the whole
+        exchange: a server sending a byte just inside every read timeout would hold us for
+        ever. So the exchange runs on a worker thread joined with the deadline; on expiry we
+        answer "timed out" at once and shut the socket down, which ends the worker's read."""
+        import httpx  # here, not on the worker: imports take a lock
 
         started = time.perf_counter()
         deadline = time.monotonic() + self.timeout_s
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["result"] = self._exchange(httpx, body, headers, deadline, box)
+            except BaseException as exc:  # isolated: whatever happens is a judge failure
+                box["result"] = (box.get("status"), None, f"{type(exc).__name__}: {exc}")
+
+        worker = threading.Thread(target=work, name="norma-judge-http", daemon=True)
+        worker.start()
+        worker.join(max(deadline - time.monotonic(), 0))
+        if worker.is_alive() or "result" not in box:
+            _shutdown(box.get("socket"))
+            return box.get("status"), None, f"timed out after {self.timeout_s:g}s", _ms(started)
+        status, reply, error = box["result"]
+        return status, reply, error, _ms(started)
+
+    def _exchange(
+        self, httpx: Any, body: bytes, headers: dict[str, str], deadline: float, box: dict[str, Any]
+    ) -> tuple[int | None, bytes | None, str | None]:
+        def trace(event: str, info: dict[str, Any]) -> None:
+            # connect_tcp / start_tls hand back the stream: keep its socket to shut down
+            stream = info.get("return_value")
+            get = getattr(stream, "get_extra_info", None)
+            if get is not None:
+                try:
+                    sock = get("socket")
+                except Exception:
+                    return
+                if sock is not None:
+                    box["socket"] = sock
+
         status: int | None = None
         try:
             with (
                 httpx.Client(timeout=httpx.Timeout(self.timeout_s)) as client,
-                client.stream("POST", self.endpoint(), content=body, headers=headers) as response,
+                client.stream(
+                    "POST",
+                    self.endpoint(),
+                    content=body,
+                    headers=headers,
+                    extensions={"trace": trace},
+                ) as response,
             ):
-                status = response.status_code
+                status = box["status"] = response.status_code
                 chunks: list[bytes] = []
                 size = 0
-                # the per-read timeout alone would let a server that trickles bytes hold us forever
                 for chunk in response.iter_bytes():
                     chunks.append(chunk)
                     size += len(chunk)
                     if size > MAX_REPLY_BYTES:
-                        return (
-                            status,
-                            None,
-                            f"reply larger than {MAX_REPLY_BYTES} bytes",
-                            _ms(started),
-                        )
+                        return status, None, f"reply larger than {MAX_REPLY_BYTES} bytes"
                     if time.monotonic() > deadline:
-                        return status, None, f"timed out after {self.timeout_s:g}s", _ms(started)
-            return status, b"".join(chunks), None, _ms(started)
+                        return status, None, f"timed out after {self.timeout_s:g}s"
+            return status, b"".join(chunks), None
         except httpx.TimeoutException:
-            return status, None, f"timed out after {self.timeout_s:g}s", _ms(started)
+            return status, None, f"timed out after {self.timeout_s:g}s"
         except httpx.HTTPError as exc:
-            return status, None, f"{type(exc).__name__}: {exc}", _ms(started)
+            return status, None, f"{type(exc).__name__}: {exc}"
 
     def _reply_text(self, reply: bytes) -> str:
         try:
@@ -264,6 +300,19 @@ class HttpJudge:
 
 def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000
+
+
+def _shutdown(sock: Any) -> None:
+    """End a judge exchange that outlived its deadline: shutdown (unlike close) wakes a read
+    blocked on the socket in another thread."""
+    if sock is None:
+        return
+    import socket
+
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, ValueError):  # already closed by the worker
+        pass
 
 
 # ----------------------------------------------------------------------------- plugin judges
