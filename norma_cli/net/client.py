@@ -12,7 +12,14 @@
   proxy does the connecting, so the guard checks the target before the request: an IP literal
   always, a host name by resolving it here (a name that does not resolve here is left to the
   proxy, which is the egress point the operator chose).
-* The body is read (and gzip/deflate decoded) incrementally and cut at the byte cap.
+* ``[web] timeout`` bounds the whole request, redirects included, not each read: httpx's
+  timeouts are per socket operation, so a peer that trickles the response head one byte at a
+  time (or sends 103 Early Hints forever) would never trip them. The guarded backend wraps each
+  connection in a stream that gives every read and write only the time left before the
+  request's deadline, and times out when none is left.
+* The body is read (and gzip/deflate decoded) incrementally and cut at the byte cap. A body
+  that breaks off (connection closed early, a malformed chunk, the deadline) is a WebError
+  naming the request, and the request is recorded with that error.
 """
 
 from __future__ import annotations
@@ -155,7 +162,7 @@ class WebClient:
         deadline = time.monotonic() + self.settings.timeout
         redirects: list[str] = []
         with httpx.Client(
-            transport=_transport(self.guard, self.settings),
+            transport=_transport(self.guard, self.settings, deadline),
             trust_env=False,
             follow_redirects=False,
             timeout=httpx.Timeout(self.settings.timeout),
@@ -199,7 +206,14 @@ class WebClient:
                         if response.status_code in (301, 302, 303) and method != "HEAD":
                             method, json_body = "GET", None
                         continue
-                    body, truncated = _read_capped(response, cap, deadline)
+                    try:
+                        body, truncated = _read_capped(response, cap, deadline)
+                    except (httpx.HTTPError, WebError) as exc:
+                        # The head arrived but the body did not: still one traffic row, and
+                        # a one-line error naming the URL rather than httpx's exception.
+                        message = str(exc) if isinstance(exc, WebError) else self._failure(exc)
+                        self._record(request, response.status_code, 0, started, message)
+                        raise WebError(f"{request.method} {request.url}: {message}") from None
                 finally:
                     response.close()
                 self._record(request, response.status_code, len(body), started, None)
@@ -224,16 +238,22 @@ class WebClient:
             raise
         except httpx.ProxyError as exc:
             message = f"the configured proxy {_redact(self.settings.proxy)} failed: {exc}"
-        except httpx.TimeoutException:
-            message = f"timed out after {self.settings.timeout:g} s"
         except httpx.HTTPError as exc:
-            message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            message = self._failure(exc)
             if self.settings.proxy and isinstance(exc, httpx.ConnectError):
                 message = (
                     f"the configured proxy {_redact(self.settings.proxy)} is unreachable: {exc}"
                 )
         self._record(request, None, 0, started, message)
         raise WebError(f"{request.method} {request.url}: {message}")
+
+    def _failure(self, exc: httpx.HTTPError) -> str:
+        """One line for an httpx error, for the model and the traffic row."""
+        import httpx
+
+        if isinstance(exc, httpx.TimeoutException):
+            return f"timed out after {self.settings.timeout:g} s"
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
     def _check_via_proxy(self, url: httpx.URL) -> None:
         from norma_cli.net.ssrf import literal_ip
@@ -380,10 +400,50 @@ def _ssl_context(settings: WebSettings) -> ssl.SSLContext:
         return ssl.create_default_context()
 
 
-def _transport(guard: Guard, settings: WebSettings) -> httpx.HTTPTransport:
-    """An httpx transport whose httpcore pool dials through the guard."""
+def _transport(guard: Guard, settings: WebSettings, deadline: float) -> httpx.HTTPTransport:
+    """An httpx transport whose httpcore pool dials through the guard, and whose connections
+    never wait past ``deadline`` (a ``time.monotonic()`` value): the request's total time."""
     import httpcore
     import httpx
+
+    def time_left(timeout: float | None, expired: type[httpcore.TimeoutException]) -> float:
+        """The smaller of httpcore's per-operation timeout and the time left; ``expired`` when
+        the deadline has passed (httpx maps it to its own timeout, which ``request`` reports)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise expired(f"the request took longer than {settings.timeout:g} s")
+        return left if timeout is None else min(timeout, left)
+
+    class DeadlineStream(httpcore.NetworkStream):
+        """A connection whose every read and write shares the request's one deadline."""
+
+        def __init__(self, inner: httpcore.NetworkStream) -> None:
+            self.inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self.inner.read(max_bytes, time_left(timeout, httpcore.ReadTimeout))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            # One timeout for the whole buffer: httpcore's sync stream sends it in one go.
+            self.inner.write(buffer, time_left(timeout, httpcore.WriteTimeout))
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def start_tls(
+            self,
+            ssl_context: ssl.SSLContext,
+            server_hostname: str | None = None,
+            timeout: float | None = None,
+        ) -> httpcore.NetworkStream:
+            # The TLS stream (to the target, or tunnelled through a proxy) keeps the deadline.
+            inner = self.inner.start_tls(
+                ssl_context, server_hostname, time_left(timeout, httpcore.ConnectTimeout)
+            )
+            return DeadlineStream(inner)
+
+        def get_extra_info(self, info: str) -> Any:
+            return self.inner.get_extra_info(info)
 
     class GuardedBackend(httpcore.SyncBackend):
         def connect_tcp(
@@ -397,11 +457,17 @@ def _transport(guard: Guard, settings: WebSettings) -> httpx.HTTPTransport:
             last: Exception | None = None
             for address in guard.check_host(host, port):
                 try:
-                    return super().connect_tcp(
-                        address, port, timeout, local_address, socket_options
+                    stream = super().connect_tcp(
+                        address,
+                        port,
+                        time_left(timeout, httpcore.ConnectTimeout),
+                        local_address,
+                        socket_options,
                     )
                 except httpcore.ConnectError as exc:
                     last = exc
+                else:
+                    return DeadlineStream(stream)
             assert last is not None
             raise last
 

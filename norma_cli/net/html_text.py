@@ -7,7 +7,12 @@ blocks verbatim, table rows with cells separated by `` | ``. Scripts, styles, te
 
 ``decode`` picks the charset: a byte-order mark, then the Content-Type ``charset``, then (for
 HTML) a ``<meta charset>`` / ``http-equiv`` declaration in the first 4 KB, then UTF-8 — with
-undecodable bytes replaced, never an exception.
+undecodable bytes replaced, never an exception. A declared name is used only if it is a text
+encoding: ``codecs.lookup`` also knows bytes-to-bytes codecs (``zlib``, ``base64``), ``rot13``
+and special ones (``undefined``, ``idna``) that cannot decode a page.
+
+The conversion is linear in the page's size, so a hostile page within the byte cap cannot
+stall it: no step re-joins text already emitted (see ``_Text._newline`` and ``<a>``).
 """
 
 from __future__ import annotations
@@ -98,9 +103,13 @@ def decode(body: bytes, content_type: str, *, html: bool) -> tuple[str, str]:
             continue
         try:
             codec = codecs.lookup(candidate.strip().strip("\"'"))
-        except LookupError:
+            # ``_is_text_encoding`` is how the stdlib itself (str.encode, bytes.decode) tells
+            # text encodings from the others; it is False for zlib, base64, rot13 and the like.
+            if not getattr(codec, "_is_text_encoding", True):
+                continue
+            return codec.decode(body, "replace")[0], codec.name
+        except (LookupError, UnicodeError):  # unknown, or a codec that refuses "replace"
             continue
-        return body.decode(codec.name, "replace"), codec.name
     return body.decode("utf-8", "replace"), "utf-8"
 
 
@@ -186,6 +195,10 @@ class _Text(HTMLParser):
                 self.out.append(" | ")
             self.cells += 1
         elif tag == "a":
+            # <a> cannot nest: a new one closes the open one, as browsers do. It also keeps
+            # each piece of text inside at most one link, so rewriting links stays linear.
+            if self.links:
+                self._close_link()
             self.links.append((dict(attrs).get("href"), len(self.out)))
         elif tag == "img":
             alt = (dict(attrs).get("alt") or "").strip()
@@ -203,15 +216,7 @@ class _Text(HTMLParser):
         if self.skip:
             return
         if tag == "a" and self.links:
-            href, start = self.links.pop()
-            text = "".join(self.out[start:]).strip()
-            if (
-                href
-                and text
-                and not href.lower().startswith(("javascript:", "data:"))
-                and not href.startswith("#")
-            ):
-                self.out[start:] = [f"[{text}]({urljoin(self.base_url, href)})"]
+            self._close_link()
         elif tag == "pre" and self.pre:
             self.pre -= 1
         if tag in _BLOCK:
@@ -239,12 +244,33 @@ class _Text(HTMLParser):
         if text:
             self.out.append(text)
 
+    def _close_link(self) -> None:
+        """Rewrite the open link's text as ``[text](url)``."""
+        href, start = self.links.pop()
+        text = "".join(self.out[start:]).strip()
+        if (
+            href
+            and text
+            and not href.lower().startswith(("javascript:", "data:"))
+            and not href.startswith("#")
+        ):
+            self.out[start:] = [f"[{text}]({urljoin(self.base_url, href)})"]
+
     def _newline(self, n: int) -> None:
         """End the current line and leave ``n - 1`` blank lines (without stacking them)."""
         if not self.out:
             return
-        tail = "".join(self.out[-4:])
-        have = len(tail) - len(tail.rstrip("\n"))
+        # Count the newlines already at the end (at most n), char by char from the last piece
+        # back: joining or stripping the last pieces would copy a long text piece on every
+        # block tag after it, which made a page of text then <br>s quadratic.
+        have = 0
+        for piece in reversed(self.out[-4:]):
+            i = len(piece)
+            while i and piece[i - 1] == "\n" and have < n:
+                i -= 1
+                have += 1
+            if i or have >= n:  # text before the newlines, or enough of them
+                break
         if have < n:
             self.out.append("\n" * (n - have))
 
