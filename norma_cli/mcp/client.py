@@ -10,6 +10,8 @@ or hanging server is an error for its tools, never a hang of norma.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -27,6 +29,8 @@ from norma_cli.mcp.config import ServerSpec
 
 MAX_PAGES = 1000  # a server whose cursor never ends cannot keep norma listing forever
 LOG_TAIL_CHARS = 600
+LOG_ROTATE_BYTES = 10 << 20  # a server's stderr log over this is moved to NAME.log.1 at start
+REASON_CHARS = 300  # a server's error text quoted on stderr: its first line, this long at most
 CLOSE_WAIT_S = 8.0  # stdin close + grace + kill of a stdio server, or an HTTP session's DELETE
 
 
@@ -70,7 +74,7 @@ class ServerConnection:
         except ServerUnavailable:
             await self.close()
             raise
-        except MCPError as exc:
+        except Exception as exc:  # an error answer, a transport fault: this server's failure only
             await self.close()
             raise ServerUnavailable(self._describe(_reason(exc))) from None
         except BaseException:
@@ -91,7 +95,7 @@ class ServerConnection:
         try:
             async with AsyncExitStack() as stack:
                 if self.spec.transport == "stdio":
-                    self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                    _rotate(self.log_path)
                     log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 (closed below)
                 transport = await self._transport(stack, log)
                 client = Client(
@@ -177,7 +181,13 @@ class ServerConnection:
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
+            try:
+                page = await client.list_tools(cursor=cursor)
+            except (MCPError, ValueError) as exc:
+                # The SDK validates a page as a whole (a pydantic ValidationError is a
+                # ValueError): one malformed definition fails the listing, and with it this
+                # server, never the run (callers handle ServerUnavailable, not pydantic's errors).
+                raise ServerUnavailable(self._describe(f"tools/list: {_reason(exc)}")) from None
             tools.extend(
                 t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools
             )
@@ -303,19 +313,59 @@ def to_output(result: mcp_types.CallToolResult) -> ToolOutput:
 
 
 def _reason(exc: BaseException) -> str:
-    """One line for an exception, looking inside the exception groups anyio raises."""
+    """One short line for an exception, looking inside the exception groups anyio raises.
+
+    A server's text is its first line, clipped: it ends up on stderr, where a server that
+    answers with 500 KB of error message must not become a 500 KB line."""
+    from pydantic import ValidationError
+
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError):
         if exc.code == mcp_types.CONNECTION_CLOSED and exc.message == "Connection closed":
             return "the server closed the connection"
-        return f"error {exc.code}: {exc.message}"
+        return f"error {exc.code}: {_line(exc.message)}"
     if isinstance(exc, NormaError):
         return str(exc)
     if isinstance(exc, FileNotFoundError | PermissionError):
         return f"cannot start: {exc.strerror}: {exc.filename}"
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, ValidationError) and exc.errors():
+        # pydantic's text is a multi-line report; its first error says enough
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        return _line(f"malformed reply: {where}: {first.get('msg', '')}")
+    text = _line(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _line(text: object) -> str:
+    lines = str(text or "").strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    return first if len(first) <= REASON_CHARS else first[:REASON_CHARS] + "…"
+
+
+def _rotate(log_path: Path) -> None:
+    """Start a server's stderr log, moving one over ``LOG_ROTATE_BYTES`` to ``NAME.log.1``
+    first: the log is appended across runs and would otherwise grow without limit."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if log_path.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(log_path, log_path.with_name(log_path.name + ".1"))
+    except OSError:
+        pass  # no log yet, or another run just moved it
+
+
+def _quiet_sdk_logging() -> None:
+    """The ``mcp`` SDK logs through ``logging``; norma configures no handler, so Python's
+    last-resort handler would print its warnings (with whole tracebacks) on stderr, where
+    every line is norma's. What the SDK reports reaches the user as the server's error."""
+    for name in ("mcp", "client"):  # mcp/client/session.py logs to a logger named "client"
+        logger = logging.getLogger(name)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
+_quiet_sdk_logging()
 
 
 def _version() -> str:

@@ -276,8 +276,9 @@ class McpHub:
             if self.asm is not None:
                 if retired:
                     self.asm.retire(retired)  # catalog sync marks their rows stale
-                if added:
-                    self.asm.admit({n: c for n, c in self.candidates().items() if n in added})
+                if added:  # a set: membership in the list was quadratic (60k tools: ~25 s)
+                    fresh = set(added)
+                    self.asm.admit({n: c for n, c in self.candidates().items() if n in fresh})
 
     def _tools_changed(self, conn: ServerConnection, tools: list[dict[str, Any]]) -> None:
         # notifications/tools/list_changed, on the event loop's thread

@@ -9,6 +9,7 @@ stdin is closed, the server gets a grace period, then its whole process group is
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import IO, Any
@@ -20,6 +21,8 @@ from mcp.shared.message import SessionMessage
 
 GRACE_S = 2.0  # for the server to exit on its own once stdin closes
 KILL_WAIT_S = 2.0
+MAX_MESSAGE_BYTES = 64 << 20  # one message norma holds in memory; a bigger one is refused
+EDGE_BYTES = 4096  # kept of each end of a refused message, to find its id
 
 
 @asynccontextmanager
@@ -40,14 +43,14 @@ async def stdio_transport(
 
     async def reader() -> None:
         assert process.stdout is not None
-        buffer = b""
+        framer = Framer()
         async with read_writer:
             try:
                 async for chunk in process.stdout:
-                    lines = (buffer + chunk).split(b"\n")
-                    buffer = lines.pop()
-                    for line in lines:
-                        if line.strip():
+                    for line in framer.feed(chunk):
+                        if isinstance(line, Oversize):
+                            await read_writer.send(line.refusal())
+                        elif line and not line.isspace():
                             await read_writer.send(_parse(line))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 pass  # closing down, or the server went away: the session sees the stream end
@@ -75,6 +78,86 @@ async def stdio_transport(
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
             tg.cancel_scope.cancel()
+
+
+class Oversize:
+    """A message over ``MAX_MESSAGE_BYTES``, read past without being kept: its size and ends."""
+
+    def __init__(self, size: int, head: bytes, tail: bytes, limit: int) -> None:
+        self.size, self.head, self.tail, self.limit = size, head, tail, limit
+
+    def refusal(self) -> SessionMessage | Exception:
+        """An error answer for the request it answers, when its id is at either end (where the
+        SDKs put it); else an error the session reports (the call then meets call_timeout)."""
+        what = f"a message of {self.size} bytes, over norma's limit of {self.limit} bytes"
+        found = _ID_AT_HEAD.match(self.head) or _ID_AT_TAIL.search(self.tail)
+        if found is None:
+            return ValueError(f"the server sent {what}; dropped")
+        raw = found.group(1)
+        error = mcp_types.ErrorData(
+            code=mcp_types.INTERNAL_ERROR, message=f"the server answered with {what}"
+        )
+        return SessionMessage(
+            mcp_types.JSONRPCError(
+                jsonrpc="2.0",
+                id=raw[1:-1].decode("utf-8", "replace") if raw.startswith(b'"') else int(raw),
+                error=error,
+            )
+        )
+
+
+# The id of a JSON-RPC message at the top level of its object: first (after "jsonrpc"), as the
+# Python SDK writes it, or last, as the TypeScript SDK does ({result, jsonrpc, id}).
+_ID = rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,256}")'
+_ID_AT_HEAD = re.compile(rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?' + _ID)
+_ID_AT_TAIL = re.compile(_ID + rb"\s*\}\s*\Z")
+
+
+class Framer:
+    """Newline-delimited messages out of stdout chunks, in time linear in their size.
+
+    Re-joining the pending bytes with every chunk (``buffer + chunk``) copies a long line once
+    per 64 KiB read: quadratic, a 60 MB result took ~30 s. Only each new chunk is searched
+    for a newline here, and a line over ``MAX_MESSAGE_BYTES`` stops being kept (``Oversize``).
+    """
+
+    def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self.limit = limit
+        self.buffer = bytearray()
+        self.over: Oversize | None = None
+
+    def feed(self, chunk: bytes) -> list[bytes | Oversize]:
+        lines: list[bytes | Oversize] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            self._take(chunk, start, end)
+            lines.append(self._finish())
+            start = end + 1
+        self._take(chunk, start, len(chunk))
+        return lines
+
+    def _take(self, chunk: bytes, start: int, end: int) -> None:
+        if start == end:
+            return
+        over = self.over
+        if over is not None:  # past the limit: count it and keep only the last bytes
+            over.size += end - start
+            over.tail = (over.tail + chunk[max(start, end - EDGE_BYTES) : end])[-EDGE_BYTES:]
+            return
+        self.buffer += memoryview(chunk)[start:end]
+        if len(self.buffer) > self.limit:
+            buf = self.buffer
+            head, tail = bytes(buf[:EDGE_BYTES]), bytes(buf[-EDGE_BYTES:])
+            self.over = Oversize(len(buf), head, tail, self.limit)
+            self.buffer = bytearray()
+
+    def _finish(self) -> bytes | Oversize:
+        if self.over is not None:
+            over, self.over = self.over, None
+            return over
+        line = bytes(self.buffer)
+        self.buffer.clear()
+        return line
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:

@@ -121,7 +121,7 @@ def brave(query: str, max_results: int, settings: SearchSettings) -> list[Search
     )
     results = ((data or {}).get("web") or {}).get("results") or []
     return [
-        SearchHit(r.get("title", ""), r.get("url", ""), _strip_tags(r.get("description", "")))
+        SearchHit(_text(r, "title"), _text(r, "url"), _strip_tags(_text(r, "description")))
         for r in results
         if isinstance(r, dict)
     ]
@@ -137,7 +137,7 @@ def tavily(query: str, max_results: int, settings: SearchSettings) -> list[Searc
     )
     results = (data or {}).get("results") or []
     return [
-        SearchHit(r.get("title", ""), r.get("url", ""), r.get("content", ""))
+        SearchHit(_text(r, "title"), _text(r, "url"), _text(r, "content"))
         for r in results
         if isinstance(r, dict)
     ]
@@ -175,7 +175,7 @@ def deepseek(query: str, max_results: int, settings: SearchSettings) -> list[Sea
         raise SearchFailed(f"deepseek: unexpected reply: {_clip(json.dumps(data)[:500])}") from None
     results = parsed.get("results") if isinstance(parsed, dict) else parsed
     return [
-        SearchHit(str(r.get("title", "")), str(r.get("url", "")), str(r.get("snippet", "")))
+        SearchHit(_text(r, "title"), _text(r, "url"), _text(r, "snippet"))
         for r in results or []
         if isinstance(r, dict)
     ]
@@ -193,7 +193,7 @@ def ddgs(query: str, max_results: int, settings: SearchSettings) -> list[SearchH
     except Exception as exc:  # ddgs raises its own exception types for network trouble
         raise SearchFailed(f"ddgs: {type(exc).__name__}: {exc}") from None
     return [
-        SearchHit(r.get("title", ""), r.get("href", ""), r.get("body", ""))
+        SearchHit(_text(r, "title"), _text(r, "href"), _text(r, "body"))
         for r in rows or []
         if isinstance(r, dict)
     ]
@@ -422,9 +422,7 @@ def _hit(item: Any) -> SearchHit:
     if isinstance(item, SearchHit):
         return item
     if isinstance(item, dict):
-        return SearchHit(
-            str(item.get("title", "")), str(item.get("url", "")), str(item.get("snippet", ""))
-        )
+        return SearchHit(_text(item, "title"), _text(item, "url"), _text(item, "snippet"))
     raise SearchFailed(f"a search backend returned {type(item).__name__}, not a result")
 
 
@@ -447,10 +445,19 @@ def render(query: str, backend: str, hits: list[SearchHit]) -> ToolOutput:
     )
 
 
+def _text(row: dict[str, Any], key: str) -> str:
+    """A result field as text: a backend's ``null`` (or a missing key) is empty, not ``None``
+    or "None" (render() strips and splits every field)."""
+    value = row.get(key)
+    return "" if value is None else str(value)
+
+
 def _strip_tags(text: str) -> str:
     import html
 
-    return html.unescape(re.sub(r"<[^>]+>", "", text or ""))
+    # A tag cannot contain "<": with "[^>]" a run of "<" without ">" is rescanned from every
+    # "<" (quadratic: a 1 MB snippet of "<" took minutes); "[^<>]" makes each scan stop early.
+    return html.unescape(re.sub(r"<[^<>]*>", "", text or ""))
 
 
 def _clip(text: str, limit: int = 300) -> str:
