@@ -23,6 +23,7 @@ from norma_cli.agent.providers.base import (
     StreamError,
     Usage,
     parse_arguments,
+    token_count,
     wire_schema,
 )
 
@@ -123,7 +124,7 @@ class AnthropicProvider(HttpProvider):
                 stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
                 out = (data.get("usage") or {}).get("output_tokens")
                 if out is not None:
-                    usage.output_tokens = int(out)  # cumulative, not an increment
+                    usage.output_tokens = token_count(out)  # cumulative, not an increment
             elif kind == "message_stop":
                 done = True
                 break
@@ -201,7 +202,10 @@ def _result(block: ToolResultBlock) -> dict[str, Any]:
 def _usage(data: Any) -> Usage:
     if not isinstance(data, dict):
         return Usage()
-    cached = int(data.get("cache_creation_input_tokens") or 0) + int(
-        data.get("cache_read_input_tokens") or 0
+    # Every figure through token_count: usage feeds the token budget, which must not fail open.
+    cached = token_count(data.get("cache_creation_input_tokens")) + token_count(
+        data.get("cache_read_input_tokens")
     )
-    return Usage(int(data.get("input_tokens") or 0) + cached, int(data.get("output_tokens") or 0))
+    return Usage(
+        token_count(data.get("input_tokens")) + cached, token_count(data.get("output_tokens"))
+    )

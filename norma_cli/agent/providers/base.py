@@ -1,6 +1,11 @@
 """What every provider shares: settings, request and reply types, and the HTTP exchange with
 retries (429 and 5xx, honouring ``Retry-After``) and a request timeout.
 
+Each attempt has ONE deadline, ``timeout`` seconds for the whole reply (connect, head, body): the
+transport's connections read and write against the time left, so a peer that trickles bytes or
+sends keep-alives forever cannot hold a run. A reply is read as bytes under a size cap, and a
+reply the parser cannot make sense of is a one-line ProviderError, never a traceback.
+
 A provider turns a ``ModelRequest`` (system prompt, messages, tool specs) into a ``ModelReply``
 (assistant message, stop reason, token usage). The two HTTP kinds (``openai.py``,
 ``anthropic.py``) subclass ``HttpProvider`` and only translate the wire format; a plugin kind
@@ -14,10 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from norma_cli.agent.messages import Message
@@ -25,6 +32,8 @@ from norma_cli.core.record import field, record
 from norma_cli.errors import NormaError
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
     from norma_cli.store.sqlite import Store
@@ -36,7 +45,18 @@ BACKOFF_CAP_S = 8.0
 # A server asking us to come back later than this is treated as a refusal, not a pause: a CI
 # job must not sit for an hour on a rate limit.
 MAX_RETRY_AFTER_S = 60.0
-MAX_ERROR_BODY = 2000
+MAX_ERROR_BODY = 1000  # characters of an error body quoted in the one-line message
+# A whole reply is cut (a ProviderError) past this many bytes: a model's reply is kilobytes, and
+# a peer that never stops sending must not be buffered until memory runs out.
+MAX_REPLY_BYTES = 64 << 20
+# An error body is only quoted, clipped: reading more than this of it is pointless.
+MAX_ERROR_BODY_BYTES = 1 << 20
+# What a parser raises on JSON of the wrong shape (a string where an object belongs, an index
+# that is not a number, nesting too deep, Infinity where an int belongs). Caught around parsing
+# as a whole, so a new wire field needs no try of its own to keep a peer's reply from becoming
+# an internal error.
+MALFORMED = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError,
+             OverflowError)  # fmt: skip
 
 # Called with each piece of streamed text (progress display); may be None.
 DeltaSink = Callable[[str], None] | None
@@ -227,7 +247,7 @@ class HttpProvider(Provider):
             import httpx
 
             timeout = httpx.Timeout(self.settings.timeout, connect=min(self.settings.timeout, 30.0))
-            self._client = httpx.Client(timeout=timeout)
+            self._client = httpx.Client(timeout=timeout, transport=_deadline_transport())
         return self._client
 
     def close(self) -> None:
@@ -243,52 +263,87 @@ class HttpProvider(Provider):
         url = self.endpoint()
         started = time.perf_counter()
         status: int | None = None
-        received = 0
         meter = _Meter()
+        # A context variable, not an attribute: subagents may share this provider from threads.
+        deadline = _DEADLINE.set(time.monotonic() + self.settings.timeout)
+        failure: RetryableError | ProviderError
         try:
             with self._http().stream("POST", url, content=body, headers=headers) as response:
                 status = response.status_code
                 if status != 200:
-                    raw = response.read()
-                    received = len(raw)
-                    message = self._http_error(status, raw)
-                    self._record_traffic(
-                        body, status, received, hashlib.sha256(raw).hexdigest(), started, message
-                    )
-                    if status == 429 or status >= 500:
-                        raise RetryableError(
-                            message, retry_after_seconds(response.headers.get("retry-after"))
-                        )
-                    raise ProviderError(f"provider {self.name}: {message}")
-                counted = meter.lines(response.iter_lines())
-                if stream and "text/event-stream" in response.headers.get("content-type", ""):
-                    reply = self.parse_stream(counted, on_delta)
-                else:  # a server that ignores stream=true answers with one JSON body
-                    text = "\n".join(counted)
-                    try:
-                        data = json.loads(text)
-                    except ValueError:
-                        raise ProviderError(
-                            f"provider {self.name}: reply from {url} is not JSON: {self.redact(_clip(text))}"
-                        ) from None
-                    reply = self.parse(data)
-                received = meter.count
+                    raise self._refusal(status, response, meter)
+                reply = self._read_reply(response, meter, stream, on_delta)
         except httpx.TimeoutException:
-            message = f"no reply from {url} within {self.settings.timeout:g}s"
-            self._record_traffic(body, status, received or meter.count, None, started, message)
-            raise RetryableError(message) from None
+            if status is None:
+                error = f"no reply from {url} within {self.settings.timeout:g}s"
+            else:  # the head came, the body did not finish (an SSE stream of keep-alives)
+                error = f"the reply from {url} (HTTP {status}) did not end within {self.settings.timeout:g}s"
+            failure = RetryableError(error)
         except httpx.HTTPError as exc:
-            message = f"{type(exc).__name__} talking to {url}: {exc}"
-            self._record_traffic(body, status, received or meter.count, None, started, message)
-            raise RetryableError(message) from None
+            error = f"{type(exc).__name__} talking to {url}: {exc}"
+            failure = RetryableError(error)
         except StreamError as exc:
-            message = f"stream from {url} failed: {exc}"
-            self._record_traffic(body, status, meter.count, None, started, message)
-            if exc.retryable:
-                raise RetryableError(message) from None
-            raise ProviderError(f"provider {self.name}: {self.redact(message)}") from None
-        self._record_traffic(body, status, received, meter.sha256.hexdigest(), started, None)
-        return reply
+            error = f"stream from {url} failed: {exc}"
+            failure = (
+                RetryableError(error)
+                if exc.retryable
+                else ProviderError(f"provider {self.name}: {self.redact(error)}")
+            )
+        except ReplyTooLarge:
+            # Not retried: the same request would most likely get the same endless reply.
+            error = (
+                f"the reply from {url} is over {MAX_REPLY_BYTES >> 20} MiB; norma cut it off there"
+            )
+            failure = ProviderError(f"provider {self.name}: {error}")
+        except (RetryableError, ProviderError) as exc:  # an error status, an unreadable reply
+            error, failure = str(exc), exc
+        else:
+            self._record_traffic(body, status, meter.count, meter.sha256.hexdigest(), started, None)
+            return reply
+        finally:
+            _DEADLINE.reset(deadline)
+        digest = meter.sha256.hexdigest() if meter.count else None
+        self._record_traffic(body, status, meter.count, digest, started, error)
+        raise failure from None
+
+    def _refusal(
+        self, status: int, response: httpx.Response, meter: _Meter
+    ) -> RetryableError | ProviderError:
+        """What an error status means: 429 and 5xx may be retried, the rest may not."""
+        raw = b"".join(meter.chunks(response.iter_bytes(), MAX_ERROR_BODY_BYTES, cut=True))
+        message = self._http_error(status, raw)
+        if status == 429 or status >= 500:
+            return RetryableError(message, retry_after_seconds(response.headers.get("retry-after")))
+        return ProviderError(f"provider {self.name}: {message}")
+
+    def _read_reply(
+        self, response: httpx.Response, meter: _Meter, stream: bool, on_delta: DeltaSink
+    ) -> ModelReply:
+        from norma_cli.agent.providers import sse
+
+        url = self.endpoint()
+        chunks = meter.chunks(response.iter_bytes(), MAX_REPLY_BYTES)
+        try:
+            if stream and "text/event-stream" in response.headers.get("content-type", ""):
+                return self.parse_stream(sse.lines(chunks), on_delta)
+            # A server that ignores stream=true answers with one JSON body.
+            raw = b"".join(chunks)
+            try:
+                data = json.loads(raw)
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+                text = raw[: 4 * MAX_ERROR_BODY].decode("utf-8", "replace")
+                what = "JSON nested too deep" if isinstance(exc, RecursionError) else "not JSON"
+                raise ProviderError(
+                    f"provider {self.name}: reply from {url} is {what}: "
+                    f"{self.redact(_clip(text, 300))}"
+                ) from None
+            return self.parse(data)
+        except MALFORMED as exc:
+            detail = _clip(f"{type(exc).__name__}: {exc}", 200)
+            raise ProviderError(
+                f"provider {self.name}: reply from {url} is not what a {self.kind} endpoint "
+                f"sends ({self.redact(detail)})"
+            ) from None
 
     def _http_error(self, status: int, raw: bytes) -> str:
         text = raw.decode("utf-8", "replace")
@@ -300,7 +355,7 @@ class HttpProvider(Provider):
                 detail = str(err["message"])
             elif isinstance(err, str):
                 detail = err
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         return self.redact(f"HTTP {status} from {self.endpoint()}: {_clip(detail)}")
 
@@ -349,19 +404,132 @@ class StreamError(Exception):
         self.retryable = retryable
 
 
+class ReplyTooLarge(Exception):
+    """A reply body went past its byte cap."""
+
+
 class _Meter:
-    """Size and sha256 of a response body read line by line (for the traffic record)."""
+    """Size and sha256 of a response body as it is read (for the traffic record), under a cap."""
 
     def __init__(self) -> None:
         self.sha256 = hashlib.sha256()
         self.count = 0
 
-    def lines(self, lines: Iterator[str]) -> Iterator[str]:
-        for line in lines:
-            raw = (line + "\n").encode("utf-8")
-            self.sha256.update(raw)
-            self.count += len(raw)
-            yield line
+    def chunks(self, chunks: Iterable[bytes], cap: int, *, cut: bool = False) -> Iterator[bytes]:
+        """The body's chunks; past ``cap`` bytes ReplyTooLarge, or with ``cut`` a quiet end
+        (an error body is only quoted, so its first megabyte says all it will)."""
+        for chunk in chunks:
+            # Also checked here, not only in the transport: a connection through an environment
+            # proxy is httpx's own and knows no deadline, but each of its reads is still bounded.
+            _time_left(None, _late_read)
+            if self.count + len(chunk) > cap:
+                if cut:
+                    chunk = chunk[: cap - self.count]
+                else:
+                    raise ReplyTooLarge(cap)
+            self.sha256.update(chunk)
+            self.count += len(chunk)
+            yield chunk
+            if cut and self.count >= cap:
+                return
+
+
+def token_count(value: Any) -> int:
+    """A token count from a reply's usage: a finite, non-negative number, else 0.
+
+    Usage feeds ``--max-tokens-total``, which must never fail open: a negative count would take
+    tokens off the run's total (a peer reporting -1,000,000 per turn would never reach the
+    budget), and a string, a list, a bool or Infinity is not a count at all."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return max(0, int(value))
+
+
+# ------------------------------------------------------------------ one deadline per attempt
+# The end of the current attempt (time.monotonic()), set by ``HttpProvider._attempt`` for the
+# thread or task making the request; None outside an attempt.
+_DEADLINE: ContextVar[float | None] = ContextVar("norma_provider_deadline", default=None)
+
+
+def _time_left(timeout: float | None, late: Callable[[], Exception]) -> float | None:
+    """The timeout one network operation may wait: httpx's own per-operation ``timeout``, cut
+    to what is left of the attempt; ``late()`` is raised once nothing is left."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise late()
+    return left if timeout is None else min(timeout, left)
+
+
+def _late_read() -> Exception:
+    import httpx
+
+    return httpx.ReadTimeout("the attempt's time is up")
+
+
+def _deadline_transport() -> httpx.HTTPTransport:
+    """httpx's transport (the same pool settings, TLS verification and environment CA files),
+    whose connections read, write and handshake against the attempt's deadline.
+
+    httpx's timeout applies to each read alone: a stream that sends a keep-alive every few
+    seconds, or a head trickled one byte at a time, never trips it. A check between body chunks
+    is not enough either, since one blocked read waits the full per-read timeout; so the deadline
+    goes where the waiting happens, in the network stream under httpcore."""
+    import httpcore
+    import httpx
+
+    class DeadlineStream(httpcore.NetworkStream):
+        def __init__(self, inner: httpcore.NetworkStream) -> None:
+            self._inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self._inner.read(max_bytes, _time_left(timeout, _late(httpcore.ReadTimeout)))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._inner.write(buffer, _time_left(timeout, _late(httpcore.WriteTimeout)))
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                      timeout: float | None = None) -> httpcore.NetworkStream:  # fmt: skip
+            left = _time_left(timeout, _late(httpcore.ConnectTimeout))
+            return DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, left))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    class DeadlineBackend(httpcore.SyncBackend):
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                        local_address: str | None = None,
+                        socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:  # fmt: skip
+            left = _time_left(timeout, _late(httpcore.ConnectTimeout))
+            return DeadlineStream(
+                super().connect_tcp(host, port, left, local_address, socket_options)
+            )
+
+    class DeadlineTransport(httpx.HTTPTransport):
+        def __init__(self) -> None:
+            # httpx.HTTPTransport sends everything through self._pool; this one is built as
+            # httpx builds its default (same limits), with our backend under it.
+            limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=httpx.create_ssl_context(),
+                max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                network_backend=DeadlineBackend(),
+            )
+
+    return DeadlineTransport()
+
+
+def _late(kind: type[Exception]) -> Callable[[], Exception]:
+    return lambda: kind("the attempt's time is up")
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -389,7 +557,7 @@ def parse_arguments(text: str) -> Any:
         return {}
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
         return text
 
 

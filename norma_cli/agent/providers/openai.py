@@ -24,6 +24,7 @@ from norma_cli.agent.providers.base import (
     StreamError,
     Usage,
     parse_arguments,
+    token_count,
     wire_schema,
 )
 
@@ -199,7 +200,8 @@ def _content_text(content: Any) -> str:
 def _usage(data: Any) -> Usage:
     if not isinstance(data, dict):
         return Usage()
-    return Usage(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))
+    # Through token_count: usage feeds the token budget, which must not fail open.
+    return Usage(token_count(data.get("prompt_tokens")), token_count(data.get("completion_tokens")))
 
 
 def _call_id() -> str:
