@@ -666,6 +666,39 @@ def test_batch_runs_quick_calls_inline_and_waiting_calls_in_parallel(tmp_path: P
     assert rows.fetchone()[0] == 4 * 64
 
 
+class Busy(Quick):
+    name = "Busy"
+    description = "computes for about 3 ms without waiting"
+
+    def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
+        end = time.thread_time() + 0.003
+        while time.thread_time() < end:
+            pass
+        return super().call(tool_input, ctx)
+
+
+def test_batch_keeps_computing_calls_inline_and_waiting_ones_in_the_pool(tmp_path: Path) -> None:
+    # Busy takes longer than Sleepy waits, but a pool cannot speed up computing under the GIL:
+    # after the first chunk (unknown tools go to the pool) Busy runs inline, Sleepy never does.
+    busy, sleepy = Busy(), Sleepy()
+    threads: list[str] = []
+    original = sleepy.call
+
+    def noting(tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
+        threads.append(threading.current_thread().name)
+        return original(tool_input, ctx)
+
+    sleepy.call = noting  # type: ignore[method-assign]
+    ex = make(tmp_path, busy, sleepy)
+    calls = [ToolCall(f"id{i}", "Busy" if i % 2 else "Sleepy", {"i": i}) for i in range(3 * 64)]
+    results = ex.run_batch(calls, max_concurrency=8)
+    assert [r.text() for r in results] == [str(i) for i in range(3 * 64)]
+    main = threading.current_thread().name
+    # mostly, not always: a loaded machine can preempt a computing call now and then
+    assert busy.threads[32:].count(main) >= 0.8 * len(busy.threads[32:])
+    assert threads[32:].count(main) <= 0.2 * len(threads[32:])
+
+
 def test_every_call_leaves_one_trace_row(tmp_path: Path) -> None:
     ex = make(tmp_path, Recorder(), rules=[Rule.parse("Record", "deny", "cfg:1")])
     ex.run(ToolCall("a", "Record", {"path": "/a"}))

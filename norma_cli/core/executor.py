@@ -11,6 +11,7 @@ to record the trace, which is reported (an unrecorded call must not look like a 
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -43,8 +44,9 @@ if TYPE_CHECKING:
     from norma_cli.policy.intercept import Guard
 
 BATCH_CHUNK = 64  # parallel calls whose traces share one commit
-# A batch runs a concurrency-safe tool's calls inline while its recent calls took less than
-# this; a thread pool only helps calls that wait, and costs more than it gives to quick ones.
+# A batch runs a concurrency-safe tool's calls inline while its recent calls waited (on I/O,
+# a child process, the network) less than this: a thread pool only helps calls that wait, and
+# under the GIL it costs calls that merely compute more than it gives.
 INLINE_S = 0.001
 
 # (tool, call, decision, ctx) -> the final allow/deny (or an ask left pending, with pending_id)
@@ -104,7 +106,8 @@ class Executor:
         self.guard = guard  # SPEC §9 interception, between the permission decision and the call
         self._defaults: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._local = threading.local()  # per-thread trace sink while a batch chunk runs
-        self._cost: dict[str, float] = {}  # recent seconds per call, by tool (batch scheduling)
+        self._cost: dict[str, float] = {}  # typical seconds per call, by tool (batch scheduling)
+        self._recent: dict[str, collections.deque[float]] = {}  # the last few call times
 
     # ------------------------------------------------------------------ one call
     def run(self, call: ToolCall) -> ToolResult:
@@ -506,12 +509,13 @@ class Executor:
                     ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="norma-call")
                 )
             indexes = iter(slow)  # next() on it is atomic under the GIL
+            workers = min(max_workers, len(slow))
 
             def work() -> None:
                 for i in indexes:
-                    done[i] = self._run_deferred(chunk[i])
+                    done[i] = self._run_deferred(chunk[i], workers)
 
-            futures = [pool[0].submit(work) for _ in range(min(max_workers, len(slow)))]
+            futures = [pool[0].submit(work) for _ in range(workers)]
         try:
             if len(slow) < len(chunk):
                 is_slow = set(slow)
@@ -531,17 +535,25 @@ class Executor:
                 self.store.append_traces(records)
         return [item[0] for item in done if item is not None]
 
-    def _run_deferred(self, call: ToolCall) -> tuple[ToolResult, list[TraceRecord]]:
+    def _run_deferred(
+        self, call: ToolCall, sharing: int = 1
+    ) -> tuple[ToolResult, list[TraceRecord]]:
         sink: list[TraceRecord] = []
         self._local.sink = sink
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return self.run(call), sink
         finally:
             self._local.sink = None
-            took = time.perf_counter() - started
-            seen = self._cost.get(call.name)  # a running mean that follows recent calls
-            self._cost[call.name] = took if seen is None else 0.75 * seen + 0.25 * took
+            # How long the call waited rather than computed. In the pool a call also waits
+            # for the GIL while the other `sharing` workers compute, about its own CPU time
+            # each: that is not waiting the pool helps with, so it is taken out (else a quick
+            # tool, once in the pool, would look slow there and stay). The median of the last
+            # five calls ignores one pause (a WAL checkpoint, a GC run).
+            wall, cpu = time.perf_counter() - started, time.thread_time() - cpu
+            recent = self._recent.setdefault(call.name, collections.deque(maxlen=5))
+            recent.append(max(0.0, wall - cpu * sharing))
+            self._cost[call.name] = sorted(recent)[len(recent) // 2]
 
     def _concurrency_safe(self, call: ToolCall) -> bool:
         tool = self.registry.get(call.name)
