@@ -115,7 +115,7 @@ def test_detached_grandchild_holding_stdout_fails_soon_after_the_hook_exits(
     hook = CommandHook("PreToolUse", script(tmp_path, body), timeout=10)
     started = time.monotonic()
     out = hook.run(payload(tmp_path))
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # not the daemon's 30 s
     assert out.blocked and out.error and "open" in out.error
     assert out.permission_decision is None
 
@@ -127,7 +127,7 @@ def test_detached_grandchild_and_a_hanging_hook_stop_at_the_timeout(
     hook = CommandHook("SessionEnd", script(tmp_path, body), timeout=1)
     started = time.monotonic()
     out = hook.run(payload(tmp_path))
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 10  # timeout 1 s; the hook and daemon sleep 30
     assert not out.blocked and out.error and "timed out" in out.error
 
 
@@ -143,7 +143,7 @@ def test_hook_that_closes_its_output_and_keeps_running_times_out(tmp_path: Path)
     body = "cat >/dev/null; exec >&- 2>&-; sleep 30\n"
     started = time.monotonic()
     out = CommandHook("PreToolUse", script(tmp_path, body), timeout=1).run(payload(tmp_path))
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 10  # timeout 1 s; the hook sleeps 30
     assert out.blocked and out.error and "timed out" in out.error
 
 
@@ -203,7 +203,7 @@ def test_hook_that_never_reads_stdin_and_hangs_times_out(tmp_path: Path) -> None
     big = payload(tmp_path, tool_input={"content": "z" * 600_000})
     started = time.monotonic()
     out = CommandHook("PreToolUse", "exec sleep 30", timeout=1).run(big)
-    assert time.monotonic() - started < 2.5 and out.blocked and "timed out" in str(out.error)
+    assert time.monotonic() - started < 10 and out.blocked and "timed out" in str(out.error)
 
 
 def test_grandchild_holding_only_stdin_does_not_hold_the_answer(
@@ -215,7 +215,7 @@ def test_grandchild_holding_only_stdin_does_not_hold_the_answer(
     """
     started = time.monotonic()
     out = CommandHook("PreToolUse", script(tmp_path, body), timeout=10).run(big)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 6  # well before the 10 s timeout
     assert out.blocked and out.reason == "r" and out.error is None
 
 
@@ -367,7 +367,7 @@ def test_http_judge_deadline_holds_while_a_read_is_blocked(dribbler: int, where:
     started = time.monotonic()
     with pytest.raises(JudgeFailure, match="timed out after 1s"):
         judge(request)
-    assert time.monotonic() - started < 1.4
+    assert time.monotonic() - started < 5  # the dribbled reply would take about 40 s
     # the abandoned exchange is shut down, not left reading until the server finishes
     for _ in range(40):
         if not any(t.name == "norma-judge-http" for t in threading.enumerate()):

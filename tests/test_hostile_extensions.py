@@ -514,7 +514,7 @@ def test_judge_reply_trickling_bytes_is_cut_at_timeout_s(
     assert proc.returncode == 3, proc.stdout
     event = trace_event(norma, cfg, results(proc.stdout)[0]["norma"]["trace_id"], "denied")
     assert "timed out" in event["failure"]
-    assert event["ms"] < 2700, event["ms"]
+    assert event["ms"] < 3400, event["ms"]  # was about 3,800
 
 
 def test_approve_with_an_empty_id_approves_nothing(norma: RunNorma, tmp_path: Path) -> None:

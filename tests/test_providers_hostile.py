@@ -126,7 +126,7 @@ def test_one_deadline_bounds_a_stream_that_is_never_silent() -> None:
             p.complete(REQUEST)
         took = time.monotonic() - started
         p.close()
-    assert took < 3, took
+    assert took < 8, took  # timeout 1 s; keep-alives would go on for ever
     assert "(HTTP 200) did not end within 1s" in str(caught.value)
 
 
@@ -137,7 +137,7 @@ def test_the_deadline_is_per_attempt_and_ends_with_it() -> None:
         p = provider(url, max_retries=1)
         started = time.monotonic()
         reply = p.complete(REQUEST)  # attempt 1 times out after 1 s, attempt 2 answers
-        assert reply.message.text() == "first" and time.monotonic() - started < 4
+        assert reply.message.text() == "first" and time.monotonic() - started < 8
         time.sleep(1.2)  # past the first attempt's deadline: a leaked one would fail now
         assert p.complete(REQUEST).message.text() == "second"
         p.close()
@@ -155,7 +155,7 @@ def test_a_trickled_reply_head_is_bounded_too() -> None:
         started = time.monotonic()
         with pytest.raises(ProviderError, match=r"no reply from .* within 1s"):
             p.complete(REQUEST)
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 8  # the trickled head takes 20 s
         p.close()
 
 
