@@ -2,12 +2,21 @@
 TaskList and Monitor tools.
 
 A task is a shell command started in its own session (so its own process group) with stdin
-from /dev/null and stdout+stderr appended straight to its log file,
+from /dev/null and stdout+stderr going to its log file,
 ``<data dir>/sessions/<session id>/tasks/<task id>.log``: norma never holds the output in
 memory, and a task keeps writing even when the norma that started it is gone. A small ``sh``
 wrapper is the group leader; it runs the command with bash and writes the exit status to
 ``<task id>.exit``, so any later invocation can tell "exited 3" from "still running". The
 task's record (pid, pgid, the leader's start time, the read offset) is ``<task id>.json``.
+
+Log bound. The command writes into a pipe (a fifo the wrapper opens) read by a *drain*, a
+one-process ``python -c`` loop in the same group that appends to the log as it reads: at most
+``MAX_OUTPUT_BYTES`` (as the foreground Bash; ``NORMA_TASK_LOG_MAX_BYTES`` lowers it), then
+one line ``[norma: output beyond N bytes was dropped]``, after which it keeps reading and
+discards, so the command neither blocks nor dies of SIGPIPE. The drain depends on nothing
+but the pipe (a named session's task outlives norma) and dies with the group (TaskStop).
+It is not counted as a leftover; while it alone is alive the task still counts as running,
+so "exited" means the command's output is all in the log.
 
 Lifetime. Closing an unnamed session (a one-shot ``norma run`` exiting, normally or on
 SIGINT/SIGTERM) ends the whole process group of every task — SIGTERM, then SIGKILL after a
@@ -16,8 +25,7 @@ a later ``norma run --session ID TaskOutput/TaskStop ...`` finds the tasks by th
 Before signalling a group recorded by another invocation, the leader's start time (and the
 boot id) are compared with the record, so a recycled pid is never signalled.
 
-Not a sandbox (as Bash): a task runs with norma's own rights. Its log is not size-capped
-(output goes straight to the file); TaskStop a runaway task.
+Not a sandbox (as Bash): a task runs with norma's own rights; TaskStop a runaway task.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -40,6 +49,7 @@ from typing import Any
 from norma_cli.core.contract import CallContext, Decision, Tool, ToolOutput, object_schema
 from norma_cli.core.record import asdict, fields, record
 from norma_cli.errors import NormaError
+from norma_cli.tools.bash import MAX_OUTPUT_BYTES
 from norma_cli.tools.procs import group_or_session_members
 
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL
@@ -51,8 +61,48 @@ TASK_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 _TASK_ID_RE = re.compile(TASK_ID_PATTERN)
 _STATE_KEY = "tasks"
 _CREATE_LOCK = threading.Lock()
-# "$1" is the shell, "$2" the command, "$3" the exit-status file. The wrapper leads the group.
-_WRAPPER = '"$1" -c "$2"; printf "%s\\n" "$?" > "$3"'
+LOG_MAX_ENV = "NORMA_TASK_LOG_MAX_BYTES"  # lowers the log bound (tests)
+_DRAIN_TAG = "norma-task-drain"
+# The drain: stdin is the fifo (unlinked once open), stdout the log. Unbuffered os.read/write,
+# so TaskOutput and Monitor see output as soon as the command writes it. A failed write (disk
+# full) must not kill it: the command would then die of SIGPIPE.
+_DRAIN = """
+import os, sys
+cap = int(sys.argv[1]); left = cap; marked = False
+def put(data):
+    try:
+        while data:
+            data = data[os.write(1, data):]
+    except OSError:
+        pass
+try:
+    os.unlink(sys.argv[2])
+except OSError:
+    pass
+while True:
+    try:
+        data = os.read(0, 65536)
+    except InterruptedError:
+        continue
+    if not data:
+        break
+    kept = data[:max(left, 0)]
+    if kept:
+        left -= len(kept); put(kept)
+    if len(kept) < len(data) and not marked:
+        marked = True
+        put(b"\\n[norma: output beyond %d bytes was dropped]\\n" % cap)
+"""
+# "$1" is the shell, "$2" the command, "$3" the exit-status file, "$4" the fifo, "$5" python,
+# "$6" the drain code, "$7" the log bound. The wrapper leads the group. It opens the fifo
+# read-write (never blocks, even if the drain failed to start) and closes its own copy for the
+# command, so the drain sees EOF when the command and whatever it left running are done.
+_WRAPPER = (
+    '"$5" -I -S -c "$6" "$7" "$4" ' + _DRAIN_TAG + ' < "$4" & '
+    'exec 3<>"$4"; '
+    '"$1" -c "$2" >&3 2>&3 3>&-; '
+    'printf "%s\\n" "$?" > "$3"'
+)
 _LINE_LIMIT = 65_536  # Monitor tests an over-long line in pieces of this many bytes
 
 
@@ -150,6 +200,9 @@ class TaskManager:
     def _exit_path(self, task_id: str) -> Path:
         return self.dir / f"{task_id}.exit"
 
+    def _fifo_path(self, task_id: str) -> Path:
+        return self.dir / f"{task_id}.fifo"
+
     def _save(self, rec: TaskRecord) -> None:
         path = self._record_path(rec.id)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -208,7 +261,10 @@ class TaskManager:
                     break
                 except FileExistsError:
                     continue
+            fifo = self._fifo_path(task_id)
             try:
+                fifo.unlink(missing_ok=True)  # a leftover of a task whose drain never started
+                os.mkfifo(fifo, 0o600)
                 proc = subprocess.Popen(
                     [
                         "/bin/sh",
@@ -218,6 +274,10 @@ class TaskManager:
                         shell,
                         command,
                         str(self._exit_path(task_id)),
+                        str(fifo),
+                        sys.executable,
+                        _DRAIN,
+                        str(log_max_bytes()),
                     ],
                     cwd=cwd,
                     stdin=subprocess.DEVNULL,
@@ -228,6 +288,7 @@ class TaskManager:
                 )
             except OSError as exc:
                 self.log_path(task_id).unlink(missing_ok=True)
+                fifo.unlink(missing_ok=True)
                 raise TaskError(f"cannot start a task in {cwd}: {exc.strerror or exc}") from None
             finally:
                 os.close(log_fd)
@@ -259,6 +320,21 @@ class TaskManager:
             return False  # gone (or a zombie)
         return rec.start_ticks is None or ticks == rec.start_ticks
 
+    def _running(self, rec: TaskRecord) -> bool:
+        """The shell is alive, or its drain alone is still writing the command's last output."""
+        if self._leader_alive(rec):
+            return True
+        others, drains = self._split(rec)
+        return bool(drains) and not others
+
+    def _split(self, rec: TaskRecord) -> tuple[list[int], list[int]]:
+        """The group's live members: (the command's processes, the log drain)."""
+        others: list[int] = []
+        drains: list[int] = []
+        for pid in self._members(rec):
+            (drains if _is_drain(pid) else others).append(pid)
+        return others, drains
+
     def _members(self, rec: TaskRecord) -> list[int]:
         """Live processes of the task's group, if the group is still the task's."""
         if rec.boot_id != _boot_id():
@@ -276,7 +352,10 @@ class TaskManager:
         # Leader first: once it is dead, its exit file (written just before it exits) is final.
         if self._leader_alive(rec):
             return TaskState("running")
-        leftovers = len(self._members(rec))
+        others, drains = self._split(rec)
+        if drains and not others:
+            return TaskState("running")  # the drain is writing the last of the output
+        leftovers = len(others)
         code = self._exit_code(rec.id)
         if code is not None:
             return TaskState("exited", code, leftovers)
@@ -301,7 +380,7 @@ class TaskManager:
     def wait_exit(self, rec: TaskRecord, deadline: float) -> bool:
         """Wait until the task's shell ends (True) or the deadline passes (False)."""
         while True:
-            if not self._leader_alive(rec):
+            if not self._running(rec):
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
@@ -440,7 +519,12 @@ class TaskManager:
         """Drop a finished task and its files (a foreground command that ended in time)."""
         with self._lock:
             self._procs.pop(rec.id, None)
-            for path in (self.log_path(rec.id), self._exit_path(rec.id), self._record_path(rec.id)):
+            for path in (
+                self.log_path(rec.id),
+                self._exit_path(rec.id),
+                self._record_path(rec.id),
+                self._fifo_path(rec.id),
+            ):
                 path.unlink(missing_ok=True)
 
     def close(self) -> None:
@@ -458,6 +542,23 @@ class TaskManager:
 
 
 CHUNK = 65_536
+
+
+def log_max_bytes() -> int:
+    """The log bound for a task started now: ``MAX_OUTPUT_BYTES``, or the env override."""
+    raw = os.environ.get(LOG_MAX_ENV, "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return min(int(raw), MAX_OUTPUT_BYTES)
+    return MAX_OUTPUT_BYTES
+
+
+def _is_drain(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError:
+        return False
+    return _DRAIN_TAG.encode() in argv and _DRAIN.encode() in argv
 
 
 def _start_ticks(pid: int) -> int | None:
