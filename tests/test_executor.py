@@ -666,37 +666,58 @@ def test_batch_runs_quick_calls_inline_and_waiting_calls_in_parallel(tmp_path: P
     assert rows.fetchone()[0] == 4 * 64
 
 
-class Busy(Quick):
-    name = "Busy"
-    description = "computes for about 3 ms without waiting"
+class FakeClock:
+    """The executor's clock, advanced only by the tools below: timing without timing."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def perf_counter(self) -> float:
+        return self.wall
+
+    def thread_time(self) -> float:
+        return self.cpu
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+class Computes(Quick):
+    name = "Computes"
+    clock: FakeClock
 
     def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
-        end = time.thread_time() + 0.003
-        while time.thread_time() < end:
-            pass
+        self.clock.wall += 0.003  # 3 ms, all of it computing
+        self.clock.cpu += 0.003
         return super().call(tool_input, ctx)
 
 
-def test_batch_keeps_computing_calls_inline_and_waiting_ones_in_the_pool(tmp_path: Path) -> None:
-    # Busy takes longer than Sleepy waits, but a pool cannot speed up computing under the GIL:
-    # after the first chunk (unknown tools go to the pool) Busy runs inline, Sleepy never does.
-    busy, sleepy = Busy(), Sleepy()
-    threads: list[str] = []
-    original = sleepy.call
+class Waits(Quick):
+    name = "Waits"
+    clock: FakeClock
 
-    def noting(tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
-        threads.append(threading.current_thread().name)
-        return original(tool_input, ctx)
+    def call(self, tool_input: dict[str, Any], ctx: CallContext) -> ToolOutput:
+        self.clock.wall += 0.003  # 3 ms, all of it waiting
+        return super().call(tool_input, ctx)
 
-    sleepy.call = noting  # type: ignore[method-assign]
-    ex = make(tmp_path, busy, sleepy)
-    calls = [ToolCall(f"id{i}", "Busy" if i % 2 else "Sleepy", {"i": i}) for i in range(3 * 64)]
-    results = ex.run_batch(calls, max_concurrency=8)
+
+@pytest.mark.parametrize(("kind", "inline"), [(Computes, True), (Waits, False)])
+def test_batch_runs_computing_calls_inline_and_waiting_ones_in_the_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: type[Quick], inline: bool
+) -> None:
+    # Both take 3 ms, but a pool cannot speed up computing under the GIL: after the first
+    # chunk (an unknown tool goes to the pool) computing calls run inline, waiting ones never.
+    clock = FakeClock()
+    monkeypatch.setattr("norma_cli.core.executor.time", clock)
+    tool = kind()
+    tool.clock = clock  # type: ignore[attr-defined]
+    ex = make(tmp_path, tool)
+    calls = [ToolCall(f"id{i}", tool.name, {"i": i}) for i in range(3 * 64)]
+    results = ex.run_batch(calls, max_concurrency=2)
     assert [r.text() for r in results] == [str(i) for i in range(3 * 64)]
     main = threading.current_thread().name
-    # mostly, not always: a loaded machine can preempt a computing call now and then
-    assert busy.threads[32:].count(main) >= 0.8 * len(busy.threads[32:])
-    assert threads[32:].count(main) <= 0.2 * len(threads[32:])
+    assert main not in tool.threads[:64]
+    assert set(tool.threads[64:]) == ({main} if inline else set(tool.threads[64:]) - {main})
 
 
 def test_every_call_leaves_one_trace_row(tmp_path: Path) -> None:
