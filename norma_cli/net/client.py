@@ -406,6 +406,8 @@ def _transport(guard: Guard, settings: WebSettings, deadline: float) -> httpx.HT
     import httpcore
     import httpx
 
+    from norma_cli.net.deadline import DeadlineStream
+
     def time_left(timeout: float | None, expired: type[httpcore.TimeoutException]) -> float:
         """The smaller of httpcore's per-operation timeout and the time left; ``expired`` when
         the deadline has passed (httpx maps it to its own timeout, which ``request`` reports)."""
@@ -413,37 +415,6 @@ def _transport(guard: Guard, settings: WebSettings, deadline: float) -> httpx.HT
         if left <= 0:
             raise expired(f"the request took longer than {settings.timeout:g} s")
         return left if timeout is None else min(timeout, left)
-
-    class DeadlineStream(httpcore.NetworkStream):
-        """A connection whose every read and write shares the request's one deadline."""
-
-        def __init__(self, inner: httpcore.NetworkStream) -> None:
-            self.inner = inner
-
-        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            return self.inner.read(max_bytes, time_left(timeout, httpcore.ReadTimeout))
-
-        def write(self, buffer: bytes, timeout: float | None = None) -> None:
-            # One timeout for the whole buffer: httpcore's sync stream sends it in one go.
-            self.inner.write(buffer, time_left(timeout, httpcore.WriteTimeout))
-
-        def close(self) -> None:
-            self.inner.close()
-
-        def start_tls(
-            self,
-            ssl_context: ssl.SSLContext,
-            server_hostname: str | None = None,
-            timeout: float | None = None,
-        ) -> httpcore.NetworkStream:
-            # The TLS stream (to the target, or tunnelled through a proxy) keeps the deadline.
-            inner = self.inner.start_tls(
-                ssl_context, server_hostname, time_left(timeout, httpcore.ConnectTimeout)
-            )
-            return DeadlineStream(inner)
-
-        def get_extra_info(self, info: str) -> Any:
-            return self.inner.get_extra_info(info)
 
     class GuardedBackend(httpcore.SyncBackend):
         def connect_tcp(
@@ -467,7 +438,7 @@ def _transport(guard: Guard, settings: WebSettings, deadline: float) -> httpx.HT
                 except httpcore.ConnectError as exc:
                     last = exc
                 else:
-                    return DeadlineStream(stream)
+                    return DeadlineStream(stream, time_left)
             assert last is not None
             raise last
 

@@ -32,7 +32,6 @@ from norma_cli.core.record import field, record
 from norma_cli.errors import NormaError
 
 if TYPE_CHECKING:
-    import ssl
 
     import httpx
 
@@ -418,10 +417,12 @@ class _Meter:
     def chunks(self, chunks: Iterable[bytes], cap: int, *, cut: bool = False) -> Iterator[bytes]:
         """The body's chunks; past ``cap`` bytes ReplyTooLarge, or with ``cut`` a quiet end
         (an error body is only quoted, so its first megabyte says all it will)."""
+        import httpx
+
         for chunk in chunks:
             # Also checked here, not only in the transport: a connection through an environment
             # proxy is httpx's own and knows no deadline, but each of its reads is still bounded.
-            _time_left(None, _late_read)
+            _time_left(None, httpx.ReadTimeout)
             if self.count + len(chunk) > cap:
                 if cut:
                     chunk = chunk[: cap - self.count]
@@ -453,64 +454,34 @@ def token_count(value: Any) -> int:
 _DEADLINE: ContextVar[float | None] = ContextVar("norma_provider_deadline", default=None)
 
 
-def _time_left(timeout: float | None, late: Callable[[], Exception]) -> float | None:
+def _time_left(timeout: float | None, expired: type[Exception]) -> float | None:
     """The timeout one network operation may wait: httpx's own per-operation ``timeout``, cut
-    to what is left of the attempt; ``late()`` is raised once nothing is left."""
+    to what is left of the attempt; ``expired`` is raised once nothing is left."""
     deadline = _DEADLINE.get()
     if deadline is None:
         return timeout
     left = deadline - time.monotonic()
     if left <= 0:
-        raise late()
+        raise expired("the attempt's time is up")
     return left if timeout is None else min(timeout, left)
-
-
-def _late_read() -> Exception:
-    import httpx
-
-    return httpx.ReadTimeout("the attempt's time is up")
 
 
 def _deadline_transport() -> httpx.HTTPTransport:
     """httpx's transport (the same pool settings, TLS verification and environment CA files),
-    whose connections read, write and handshake against the attempt's deadline.
-
-    httpx's timeout applies to each read alone: a stream that sends a keep-alive every few
-    seconds, or a head trickled one byte at a time, never trips it. A check between body chunks
-    is not enough either, since one blocked read waits the full per-read timeout; so the deadline
-    goes where the waiting happens, in the network stream under httpcore."""
+    whose connections read, write and handshake against the attempt's deadline (see
+    net/deadline.py for why the deadline sits in the network stream)."""
     import httpcore
     import httpx
 
-    class DeadlineStream(httpcore.NetworkStream):
-        def __init__(self, inner: httpcore.NetworkStream) -> None:
-            self._inner = inner
-
-        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            return self._inner.read(max_bytes, _time_left(timeout, _late(httpcore.ReadTimeout)))
-
-        def write(self, buffer: bytes, timeout: float | None = None) -> None:
-            self._inner.write(buffer, _time_left(timeout, _late(httpcore.WriteTimeout)))
-
-        def close(self) -> None:
-            self._inner.close()
-
-        def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                      timeout: float | None = None) -> httpcore.NetworkStream:  # fmt: skip
-            left = _time_left(timeout, _late(httpcore.ConnectTimeout))
-            return DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, left))
-
-        def get_extra_info(self, info: str) -> Any:
-            return self._inner.get_extra_info(info)
+    from norma_cli.net.deadline import DeadlineStream
 
     class DeadlineBackend(httpcore.SyncBackend):
         def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                         local_address: str | None = None,
                         socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:  # fmt: skip
-            left = _time_left(timeout, _late(httpcore.ConnectTimeout))
-            return DeadlineStream(
-                super().connect_tcp(host, port, left, local_address, socket_options)
-            )
+            left = _time_left(timeout, httpcore.ConnectTimeout)
+            stream = super().connect_tcp(host, port, left, local_address, socket_options)
+            return DeadlineStream(stream, _time_left)
 
     class DeadlineTransport(httpx.HTTPTransport):
         def __init__(self) -> None:
@@ -526,10 +497,6 @@ def _deadline_transport() -> httpx.HTTPTransport:
             )
 
     return DeadlineTransport()
-
-
-def _late(kind: type[Exception]) -> Callable[[], Exception]:
-    return lambda: kind("the attempt's time is up")
 
 
 def retry_after_seconds(value: str | None) -> float | None:
