@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from norma_cli.core.modes import MODE_STRICTNESS
 from norma_cli.core.record import field, record
 from norma_cli.errors import ConfigError
+from norma_cli.userfiles import file_kind
 
 PROJECT_FILE = Path(".norma") / "config.toml"
 ACCUMULATE = {
@@ -163,9 +163,10 @@ def _read_regular(path: Path) -> bytes:
     except OSError as exc:  # EACCES, ELOOP, ENXIO (a socket), ...
         raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
     try:
-        kind = _file_kind(os.fstat(fd).st_mode)
+        kind = file_kind(os.fstat(fd).st_mode)
         if kind:
-            raise ConfigError(f"{path}: config file is {kind}")
+            what = kind if kind == "a directory" else f"not a regular file ({kind})"
+            raise ConfigError(f"{path}: config file is {what}")
         with os.fdopen(fd, "rb") as handle:
             fd = -1
             return handle.read()
@@ -174,21 +175,6 @@ def _read_regular(path: Path) -> bytes:
     finally:
         if fd >= 0:
             os.close(fd)
-
-
-def _file_kind(mode: int) -> str:
-    """What a file is when it is not a regular file ("" for a regular file)."""
-    if stat.S_ISREG(mode):
-        return ""
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "not a regular file (a named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "not a regular file (a device)"
-    if stat.S_ISSOCK(mode):
-        return "not a regular file (a socket)"
-    return "not a regular file"
 
 
 def _exists(path: Path) -> bool:

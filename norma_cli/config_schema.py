@@ -11,6 +11,8 @@ import math
 import re
 from typing import Any
 
+from norma_cli.core.hooks import EVENTS as HOOK_EVENTS
+from norma_cli.core.hooks import compile_matcher
 from norma_cli.core.modes import MODES
 from norma_cli.core.record import record
 from norma_cli.errors import ConfigError
@@ -73,8 +75,6 @@ class Regex(Spec):
 
     def check(self, value: Any, path: str, fail: Fail) -> None:
         STR.check(value, path, fail)
-        from norma_cli.core.hooks import compile_matcher
-
         try:
             compile_matcher(value)
         except re.error as exc:
@@ -158,16 +158,6 @@ INT = Scalar(int, "an integer", minimum=0)
 NUM = Scalar((int, float), "a number", minimum=0, maximum=MAX_SECONDS)  # seconds
 STRS = ListOf(STR)
 DECISION = Scalar(str, "a decision", ("allow", "ask", "deny"))
-HOOK_EVENTS = (
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "UserPromptSubmit",
-    "SessionStart",
-    "SessionEnd",
-    "Stop",
-    "SubagentStart",
-)
 
 
 class Command(Spec):

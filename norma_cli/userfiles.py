@@ -37,8 +37,8 @@ def read_bytes(spec: str, what: str) -> bytes:
     except OSError as exc:
         raise UserFileError(what, spec, _reason(exc)) from None
     try:
-        kind = _refused_kind(os.fstat(fd).st_mode)
-        if kind:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind and kind != "a named pipe":  # a fifo is read: `<(...)` works
             raise UserFileError(what, spec, f"is {kind}, not a file")
         with os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
             return _bounded(fh, what, spec)
@@ -63,14 +63,19 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _refused_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file is when it is not a regular file ("" for a regular file)."""
+    if stat.S_ISREG(mode):
+        return ""
     if stat.S_ISDIR(mode):
         return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     if stat.S_ISSOCK(mode):
         return "a socket"
-    return ""
+    return "an unusual file"
 
 
 def _bounded(fh: object, what: str, spec: str) -> bytes:

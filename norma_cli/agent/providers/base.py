@@ -32,7 +32,6 @@ from norma_cli.core.record import field, record
 from norma_cli.errors import NormaError
 
 if TYPE_CHECKING:
-
     import httpx
 
     from norma_cli.store.sqlite import Store
