@@ -31,7 +31,7 @@ from norma_cli.core.contract import (
     ToolResult,
 )
 from norma_cli.core.digest import input_digest
-from norma_cli.core.hooks import HookRunner
+from norma_cli.core.hooks import MAX_TEXT_CHARS, HookRunner, cap_text
 from norma_cli.core.output import SPILL, OutputCapper
 from norma_cli.core.permission import PermissionEngine
 from norma_cli.core.record import field, record
@@ -701,21 +701,19 @@ def _call_bounded(tool: Tool, tool_input: dict[str, Any], ctx: CallContext, time
     return value
 
 
-HOOK_TEXT_MAX = 10_000  # characters of one hook text (reason, context) kept for the model
+HOOK_TEXT_MAX = MAX_TEXT_CHARS  # characters of one hook text (reason, context) kept for the model
 
 
 def hook_text(text: Any) -> str:
     """A hook's (or plugin's) text for the result or the model, at most HOOK_TEXT_MAX
-    characters plus a marker: hooks are not bound by the output cap, and a 60 MB reason
+    characters with its marker: hooks are not bound by the output cap, and a 60 MB reason
     must not become a 60 MB result or prompt."""
     if not isinstance(text, str):
         try:
             text = str(text)
         except Exception:
             text = f"<unprintable {type(text).__name__}>"
-    if len(text) <= HOOK_TEXT_MAX:
-        return text
-    return f"{text[:HOOK_TEXT_MAX]}\n[... {len(text) - HOOK_TEXT_MAX} more characters cut by norma]"
+    return cap_text(text, HOOK_TEXT_MAX)
 
 
 _BEHAVIORS = ("allow", "deny", "ask")

@@ -165,10 +165,12 @@ def _text(value: Any, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 def cap_text(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, saying how much there was."""
+    """``text`` cut to at most ``limit`` characters, marker included, saying how much there
+    was; capping a capped text changes nothing (the executor caps what hooks gave again)."""
     if len(text) <= limit:
         return text
-    return text[:limit] + f"… [truncated: {len(text)} characters in all]"
+    marker = f"… [truncated: {len(text)} characters in all]"
+    return text[: max(0, limit - len(marker))] + marker
 
 
 def _short(value: Any) -> str:
